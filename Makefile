@@ -1,0 +1,57 @@
+# Sluice. `make demo` runs the demo on an embedded default; `make test` installs
+# the servers it needs (Debian), starts them on loopback ports of its own, runs
+# every test with the race detector, and stops them, pass or fail.
+GO ?= go
+STATICCHECK_VERSION ?= v0.8.2
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
+
+.PHONY: demo test test-short deps lint bench fuzz
+
+demo:
+	$(GO) run ./cmd/sluice demo
+
+# Debian packages for the real servers the tests run against.
+deps:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null || ! command -v memcached >/dev/null; then \
+		echo "installing redis-server redis-tools memcached"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server redis-tools memcached >/dev/null; \
+	fi
+
+test: deps
+	scripts/servers.sh $(MAKE) --no-print-directory test-in-env
+
+# Runs inside scripts/servers.sh, with the servers' addresses in the environment.
+.PHONY: test-in-env
+test-in-env:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+
+# Unit tests only: servers are not started, and tests that need them skip.
+test-short:
+	$(GO) test -race -count=1 ./...
+
+lint:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: the files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	PATH="$(GOBIN):$$PATH" staticcheck ./...
+	cd bench && PATH="$(GOBIN):$$PATH" staticcheck ./...
+
+# Benchmarks against real servers on loopback.
+bench: deps
+	scripts/servers.sh $(MAKE) --no-print-directory bench-in-env
+
+.PHONY: bench-in-env
+bench-in-env:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
+
+# Longer fuzzing of every algorithm's stated bound (make test runs the seed corpus).
+FUZZTIME ?= 30s
+fuzz:
+	@for f in $$($(GO) test -list '^Fuzz' ./algorithm | grep ^Fuzz); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./algorithm || exit 1; \
+	done

@@ -1,0 +1,49 @@
+package core
+
+import "time"
+
+// Algorithm is a pure step over one key's state: no I/O, no clock reads.
+//
+// Step decides whether n units are admitted at time now (µs since the Unix
+// epoch) under policy p, given the key's state (nil when the key is new or
+// expired). It returns the next state, the TTL after which the key may be
+// dropped (when it would read as fresh anyway), and the decision. A nil next
+// means the state is unchanged and nothing needs writing (a denial, usually).
+// Step may write next into state's backing array.
+//
+// Step must survive any state, including one it did not write (it treats
+// undecodable state as absent), and any now, including one that moves
+// backwards. The Limiter has already checked 1 <= n <= Quota(p) and
+// p.Validate(); Step need not check again.
+type Algorithm interface {
+	Name() string
+	// Quota is the most units that can be admitted at once from a fresh
+	// state. It is Decision.Limit, and a cost above it is an error.
+	Quota(p *Policy) int64
+	Step(state []byte, now, n int64, p *Policy) (next []byte, ttl time.Duration, d Decision)
+}
+
+// PolicyChecker is implemented by algorithms that need tighter bounds on a
+// Policy than Validate gives (the sliding log keeps one entry per unit, so it
+// caps Limit). The Limiter calls it after Validate.
+type PolicyChecker interface {
+	CheckPolicy(p *Policy) error
+}
+
+// Scripted is implemented by algorithms that have a Lua twin. The twin
+// follows the ScriptArgs convention and must decide exactly as Step does;
+// the conformance suite proves it, step by step.
+type Scripted interface {
+	Script() *Script
+}
+
+// Leaser is an algorithm whose admissions are held until released: the
+// concurrency limit. A lease is identified by a random non-zero id.
+type Leaser interface {
+	Algorithm
+	// Acquire takes one slot for lease at now; the slot is reclaimed at
+	// now + LeaseTTL if it is never released.
+	Acquire(state []byte, now int64, lease uint64, p *Policy) (next []byte, ttl time.Duration, d Decision)
+	// Release frees lease's slot, if it still holds one.
+	Release(state []byte, now int64, lease uint64, p *Policy) (next []byte, ttl time.Duration)
+}

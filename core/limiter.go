@@ -1,0 +1,310 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// DefaultTimeout is the per-call deadline when Config.Timeout is zero.
+const DefaultTimeout = 100 * time.Millisecond
+
+// DefaultPrefix starts every store key when Config.Prefix is empty.
+const DefaultPrefix = "sluice"
+
+// FailureMode says what a Limiter does when its store cannot decide.
+type FailureMode int
+
+const (
+	// FailClosed returns the store's error (matching ErrUnavailable); the
+	// HTTP adapters answer 503. The default.
+	FailClosed FailureMode = iota
+	// FailOpen admits the request with Decision.Degraded set, and reports
+	// the store's error to the Observer.
+	FailOpen
+	// FailFallback asks Config.Fallback (for example a memory limiter at a
+	// fraction of the global limit) and marks its decision Degraded.
+	FailFallback
+)
+
+func (m FailureMode) String() string {
+	switch m {
+	case FailClosed:
+		return "fail-closed"
+	case FailOpen:
+		return "fail-open"
+	case FailFallback:
+		return "fallback"
+	}
+	return fmt.Sprintf("FailureMode(%d)", int(m))
+}
+
+// Event is what an Observer hears after every decision.
+type Event struct {
+	Policy   string
+	Op       string // "allow", "acquire", "release"
+	Decision Decision
+	// Err is the store's error when the failure policy decided (Degraded),
+	// or the error returned to the caller.
+	Err      error
+	Duration time.Duration
+}
+
+// Config configures a Limiter. Policy, Algorithm and Store are required.
+type Config struct {
+	Policy    Policy
+	Algorithm Algorithm
+	// Store holds the state. When it is also a ScriptRunner and Algorithm is
+	// Scripted, each decision is one server-side script.
+	Store Store
+	// Prefix starts every key. Default DefaultPrefix. Two limiters with the
+	// same prefix and policy name share counters, across processes too.
+	Prefix string
+	// Clock is read once per decision. Nil means: the server's clock for a
+	// script (so instances with skewed clocks agree), SystemClock otherwise.
+	Clock Clock
+	// Timeout is the deadline of each store call. Default DefaultTimeout;
+	// negative means none (the caller's context alone). Ignored for
+	// InProcess stores.
+	Timeout time.Duration
+	// Failure is what happens when the store cannot decide.
+	Failure FailureMode
+	// Fallback decides when Failure is FailFallback. It should not share the
+	// failing store: a memory limiter is the usual choice.
+	Fallback *Limiter
+	// Observer, when set, is called after every decision. It must be fast
+	// and safe for concurrent use.
+	Observer func(Event)
+	// NoScript forces the generic read-modify-write path even when the
+	// store and algorithm could run a script.
+	NoScript bool
+}
+
+// Limiter enforces one Policy with one Algorithm over one Store. It is safe
+// for concurrent use; share one per policy across goroutines.
+type Limiter struct {
+	cfg    Config
+	p      Policy
+	alg    Algorithm
+	quota  int64
+	ns     string
+	script *Script
+	runner ScriptRunner
+	leaser Leaser
+	local  bool
+}
+
+// New validates cfg and returns a Limiter.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Algorithm == nil {
+		return nil, errors.New("sluice: Config.Algorithm is nil")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("sluice: Config.Store is nil")
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if c, ok := cfg.Algorithm.(PolicyChecker); ok {
+		if err := c.CheckPolicy(&cfg.Policy); err != nil {
+			return nil, err
+		}
+	}
+	switch cfg.Failure {
+	case FailClosed, FailOpen:
+	case FailFallback:
+		if cfg.Fallback == nil {
+			return nil, errors.New("sluice: Failure is FailFallback but Config.Fallback is nil")
+		}
+	default:
+		return nil, fmt.Errorf("sluice: unknown Failure mode %d", int(cfg.Failure))
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	l := &Limiter{cfg: cfg, p: cfg.Policy, alg: cfg.Algorithm, ns: Namespace(cfg.Prefix, cfg.Policy.Name)}
+	l.quota = l.alg.Quota(&l.p)
+	l.leaser, _ = cfg.Algorithm.(Leaser)
+	_, l.local = cfg.Store.(InProcess)
+	if s, ok := cfg.Algorithm.(Scripted); ok && !cfg.NoScript {
+		if r, ok := cfg.Store.(ScriptRunner); ok {
+			l.script, l.runner = s.Script(), r
+		}
+	}
+	return l, nil
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() Policy { return l.p }
+
+// Algorithm returns the limiter's algorithm.
+func (l *Limiter) Algorithm() Algorithm { return l.alg }
+
+// Quota is the most units one call may ask for (Decision.Limit).
+func (l *Limiter) Quota() int64 { return l.quota }
+
+// Key returns the store key for identity.
+func (l *Limiter) Key(identity string) Key { return Key{Namespace: l.ns, Identity: identity} }
+
+// Allow is shorthand for AllowN(ctx, identity, 1).
+func (l *Limiter) Allow(ctx context.Context, identity string) (Decision, error) {
+	return l.AllowN(ctx, identity, 1)
+}
+
+// AllowN decides whether n units are admitted now for identity. A denial is
+// a Decision with Allowed false. Errors: ErrInvalidInput for an empty
+// identity or n outside 1..Quota() (nothing is written); ErrUnavailable when
+// the store could not decide and the failure policy is FailClosed; ctx.Err()
+// when ctx ends first. For the concurrency algorithm use Acquire.
+func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decision, error) {
+	if l.leaser != nil {
+		return Decision{}, fmt.Errorf("%w: %s holds leases; use Acquire", ErrUnsupported, l.alg.Name())
+	}
+	if err := l.check(identity, n); err != nil {
+		return Decision{}, err
+	}
+	var start time.Time
+	if l.cfg.Observer != nil {
+		start = time.Now()
+	}
+	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	if err != nil {
+		d, err = l.fail(ctx, identity, n, err)
+	}
+	if l.cfg.Observer != nil {
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: err, Duration: time.Since(start)})
+	}
+	return d, err
+}
+
+func (l *Limiter) check(identity string, n int64) error {
+	if identity == "" {
+		return &InputError{Arg: "key", Reason: "is empty"}
+	}
+	if n < 1 {
+		return &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+	}
+	if n > l.quota {
+		return &InputError{Arg: "n", Reason: fmt.Sprintf("%d exceeds the quota %d of policy %q: it could never be admitted", n, l.quota, l.p.Name)}
+	}
+	return nil
+}
+
+// fail applies the failure policy to a store error.
+func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error) (Decision, error) {
+	if ctx.Err() != nil && !errors.Is(err, ErrUnavailable) {
+		return Decision{}, ctx.Err()
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		err = &StoreError{Op: "update", Err: err}
+	}
+	switch l.cfg.Failure {
+	case FailOpen:
+		return Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
+	case FailFallback:
+		d, ferr := l.cfg.Fallback.AllowN(ctx, identity, n)
+		if ferr != nil {
+			return Decision{}, errors.Join(err, ferr)
+		}
+		d.Degraded = true
+		return d, nil
+	}
+	return Decision{}, err
+}
+
+// do runs one operation on the store, with the deadline.
+func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint64) (Decision, error) {
+	if !l.local && l.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
+		defer cancel()
+	}
+	if l.runner != nil {
+		args := NewScriptArgs(&l.p, 0, n)
+		if l.cfg.Clock != nil {
+			args.Now = l.cfg.Clock.Now().UnixMicro()
+		}
+		args.Lease, args.Op = lease, op
+		r, err := l.runner.RunScript(ctx, l.script, key, args)
+		if err != nil {
+			return Decision{}, err
+		}
+		return r.Decision(), nil
+	}
+	m := mutationPool.Get().(*mutation)
+	m.alg, m.leaser, m.p, m.n, m.lease, m.op = l.alg, l.leaser, &l.p, n, lease, op
+	m.now = l.now()
+	err := l.cfg.Store.Update(ctx, key, m)
+	d := m.d
+	*m = mutation{}
+	mutationPool.Put(m)
+	return d, err
+}
+
+func (l *Limiter) now() int64 {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// Reset deletes identity's state, so its next request meets a fresh quota.
+// It returns ErrUnsupported when the store cannot delete.
+func (l *Limiter) Reset(ctx context.Context, identity string) error {
+	if identity == "" {
+		return &InputError{Arg: "key", Reason: "is empty"}
+	}
+	d, ok := l.cfg.Store.(Deleter)
+	if !ok {
+		return fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
+	}
+	if !l.local && l.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
+		defer cancel()
+	}
+	return d.Delete(ctx, Key{Namespace: l.ns, Identity: identity})
+}
+
+var mutationPool = sync.Pool{New: func() any { return new(mutation) }}
+
+// mutation is one Limiter call, handed to Store.Update. Pooled, so a decision
+// on an in-process store allocates nothing.
+type mutation struct {
+	alg    Algorithm
+	leaser Leaser
+	p      *Policy
+	now, n int64
+	lease  uint64
+	op     int64
+	d      Decision
+}
+
+func (m *mutation) Apply(state []byte) ([]byte, time.Duration) {
+	var next []byte
+	var ttl time.Duration
+	switch {
+	case m.op == OpRelease:
+		next, ttl = m.leaser.Release(state, m.now, m.lease, m.p)
+	case m.leaser != nil:
+		next, ttl, m.d = m.leaser.Acquire(state, m.now, m.lease, m.p)
+	default:
+		next, ttl, m.d = m.alg.Step(state, m.now, m.n, m.p)
+	}
+	return next, ttl
+}
+
+// newLeaseID returns a random non-zero lease id.
+func newLeaseID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}

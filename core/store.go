@@ -1,0 +1,129 @@
+package core
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"time"
+)
+
+// Store is the one thing a backend must give: an atomic read-modify-write of
+// one key. How it is made atomic is the store's business: a lock, a
+// compare-and-swap loop (see CASUpdate), or one server-side script.
+//
+// Update calls m.Apply with the key's current state (nil when the key is
+// absent or expired) and writes what Apply returns, with its TTL, as one
+// atomic step: no other Update of the same key may fall between the read
+// that Apply saw and the write. A store that retries (CAS) calls Apply again
+// on each attempt; the result of the call whose write succeeded is the one
+// that counts. When Apply returns a nil next, nothing is written.
+//
+// Update returns an error only when it could not decide: the network, a
+// deadline, exhausted retries. Errors should match ErrUnavailable (wrap them
+// in *StoreError); an error after which the write may have happened should
+// also match ErrOutcomeUnknown (see UnknownOutcome).
+type Store interface {
+	Update(ctx context.Context, key Key, m Mutation) error
+}
+
+// Mutation is one decision to be applied to one key's state.
+type Mutation interface {
+	// Apply computes the next state from state (nil when absent) and the
+	// TTL after which an idle key may vanish. A nil next means "unchanged,
+	// write nothing". Apply is pure and may write next into state's backing
+	// array, so a store must pass a state it owns and not read it afterwards.
+	Apply(state []byte) (next []byte, ttl time.Duration)
+}
+
+// Deleter is implemented by stores that can delete a key (Limiter.Reset).
+type Deleter interface {
+	Delete(ctx context.Context, key Key) error
+}
+
+// InProcess marks a store that answers without I/O (the memory store). The
+// Limiter skips the per-call deadline for it, which would cost more than the
+// decision itself.
+type InProcess interface {
+	InProcess()
+}
+
+// Closer is implemented by stores that hold background work or connections.
+type Closer interface {
+	Close() error
+}
+
+// Script is the Lua twin of an algorithm: the same step, run inside the
+// server in one round trip. Scripts are built once, as package-level values.
+type Script struct {
+	Name   string
+	Source string
+	// Hash is the hex SHA-1 of Source, for EVALSHA.
+	Hash string
+}
+
+// NewScript returns a Script with its Hash computed.
+func NewScript(name, source string) *Script {
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: name, Source: source, Hash: hex.EncodeToString(sum[:])}
+}
+
+// Script operations (ScriptArgs.Op).
+const (
+	OpTake    = 0 // admit N units (or acquire lease Lease)
+	OpRelease = 1 // release lease Lease (concurrency)
+)
+
+// ScriptArgs is the one calling convention every script follows. A store
+// passes them, in this order, as ARGV[1..10], with KEYS[1] the key:
+//
+//	1 Now        µs since the epoch; 0 means "read the server's TIME"
+//	2 N          cost
+//	3 Limit      Policy.Limit
+//	4 Window     Policy.WindowMicros()
+//	5 Burst      Policy.Capacity()
+//	6 Interval   Policy.IntervalMicros()
+//	7 MaxDelay   Policy.MaxDelayMicros()
+//	8 LeaseTTL   Policy.LeaseTTLMicros()
+//	9 Lease      lease id as a decimal string (uint64: too wide for a Lua number)
+//	10 Op        OpTake or OpRelease
+//
+// Every script returns six integers: allowed (0 or 1), limit, remaining,
+// retry after µs, reset after µs, delay µs (see ScriptResult).
+type ScriptArgs struct {
+	Now, N, Limit, Window, Burst, Interval, MaxDelay, LeaseTTL int64
+	Lease                                                      uint64
+	Op                                                         int64
+}
+
+// NewScriptArgs fills the policy's part of the arguments.
+func NewScriptArgs(p *Policy, now, n int64) ScriptArgs {
+	return ScriptArgs{
+		Now: now, N: n, Limit: p.Limit, Window: p.WindowMicros(), Burst: p.Capacity(),
+		Interval: p.IntervalMicros(), MaxDelay: p.MaxDelayMicros(), LeaseTTL: p.LeaseTTLMicros(),
+	}
+}
+
+// ScriptResult is a script's reply: six integers.
+type ScriptResult [6]int64
+
+// Decision converts the reply to a Decision.
+func (r ScriptResult) Decision() Decision {
+	return Decision{
+		Allowed:    r[0] == 1,
+		Limit:      r[1],
+		Remaining:  r[2],
+		RetryAfter: Micros(r[3]),
+		ResetAfter: Micros(r[4]),
+		Delay:      Micros(r[5]),
+	}
+}
+
+// ScriptRunner is the optional fast path: a store that can run an
+// algorithm's Lua twin on the server in one round trip. The store must never
+// re-send a script whose outcome is unknown (a reply lost after the script
+// was sent): it returns an error matching ErrOutcomeUnknown instead. A
+// missing script (NOSCRIPT after a restart, failover or SCRIPT FLUSH) is the
+// store's to recover, never the caller's to see.
+type ScriptRunner interface {
+	RunScript(ctx context.Context, s *Script, key Key, args ScriptArgs) (ScriptResult, error)
+}

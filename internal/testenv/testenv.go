@@ -1,0 +1,40 @@
+// Package testenv gives tests the addresses of the real servers that
+// scripts/servers.sh (run by `make test`) starts on loopback.
+//
+// When a variable is unset the test is skipped, so that `go test ./...`
+// works on a machine without servers; but when SLUICE_REQUIRE_SERVERS is set
+// (make test sets it) or CI is set, a missing server fails the test instead:
+// a skipped test must never pass for a run that promised real servers.
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func lookup(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v != "" {
+		return v
+	}
+	if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
+		t.Fatalf("%s is not set: run the tests with `make test`, which starts the servers", name)
+	}
+	t.Skipf("%s is not set; `make test` starts a real server for this test", name)
+	return ""
+}
+
+// RedisAddr is the address of a real redis-server (host:port).
+func RedisAddr(t testing.TB) string { return lookup(t, "SLUICE_REDIS_ADDR") }
+
+// RedisClusterAddrs are the addresses of a real 3-master Redis Cluster.
+func RedisClusterAddrs(t testing.TB) []string {
+	return strings.Split(lookup(t, "SLUICE_REDIS_CLUSTER_ADDRS"), ",")
+}
+
+// MemcacheAddrs are the addresses of two real memcached servers.
+func MemcacheAddrs(t testing.TB) []string {
+	return strings.Split(lookup(t, "SLUICE_MEMCACHE_ADDRS"), ",")
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Starts the servers the tests need, on loopback ports of their own, runs the
+# given command with their addresses in the environment, and stops them when
+# the command ends, pass or fail.
+#
+#   scripts/servers.sh go test ./...
+#
+# Servers: one redis-server (SLUICE_REDIS_ADDR), a 3-master Redis Cluster
+# (SLUICE_REDIS_CLUSTER_ADDRS), two memcached (SLUICE_MEMCACHE_ADDRS).
+set -euo pipefail
+
+REDIS_PORT=${REDIS_PORT:-16379}
+CLUSTER_PORTS=${CLUSTER_PORTS:-"17001 17002 17003"}
+MEMCACHE_PORTS=${MEMCACHE_PORTS:-"21211 21212"}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-servers.XXXXXX")
+pids=()
+
+stop() {
+	local rc=$?
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$work"
+	exit "$rc"
+}
+trap stop EXIT INT TERM
+
+for bin in redis-server redis-cli memcached; do
+	command -v "$bin" >/dev/null || { echo "servers.sh: $bin is not installed (make deps installs it)" >&2; exit 1; }
+done
+
+wait_redis() { # port
+	for _ in $(seq 1 100); do
+		redis-cli -h 127.0.0.1 -p "$1" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	echo "servers.sh: redis on port $1 did not start" >&2
+	exit 1
+}
+
+start_redis() { # port [extra args...]
+	local port=$1; shift
+	mkdir -p "$work/$port"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$work/$port" --daemonize no --logfile "$work/$port/log" "$@" &
+	pids+=($!)
+}
+
+start_redis "$REDIS_PORT"
+for p in $CLUSTER_PORTS; do
+	start_redis "$p" --cluster-enabled yes --cluster-config-file "$work/$p/nodes.conf" --cluster-node-timeout 2000
+done
+for p in $MEMCACHE_PORTS; do
+	memcached -l 127.0.0.1 -p "$p" -U 0 -m 64 -u nobody &
+	pids+=($!)
+done
+
+wait_redis "$REDIS_PORT"
+nodes=()
+for p in $CLUSTER_PORTS; do wait_redis "$p"; nodes+=("127.0.0.1:$p"); done
+redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$work/cluster-create.log" 2>&1 ||
+	{ cat "$work/cluster-create.log" >&2; exit 1; }
+first=${nodes[0]#*:}
+for _ in $(seq 1 200); do
+	redis-cli -p "$first" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
+	sleep 0.05
+done
+redis-cli -p "$first" cluster info | grep -q 'cluster_state:ok' || { echo "servers.sh: cluster not ok" >&2; exit 1; }
+for p in $MEMCACHE_PORTS; do
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && break
+		sleep 0.05
+	done
+done
+
+export SLUICE_REDIS_ADDR="127.0.0.1:$REDIS_PORT"
+export SLUICE_REDIS_CLUSTER_ADDRS=$(IFS=,; echo "${nodes[*]}")
+export SLUICE_MEMCACHE_ADDRS=$(for p in $MEMCACHE_PORTS; do printf '127.0.0.1:%s,' "$p"; done | sed 's/,$//')
+export SLUICE_REQUIRE_SERVERS=1
+echo "servers.sh: redis $SLUICE_REDIS_ADDR, cluster $SLUICE_REDIS_CLUSTER_ADDRS, memcached $SLUICE_MEMCACHE_ADDRS"
+"$@"
