@@ -1,0 +1,293 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var testPolicy = Policy{Name: "api", Limit: 5, Window: time.Second}
+
+func newTestLimiter(t *testing.T, cfg Config) *Limiter {
+	t.Helper()
+	if cfg.Policy.Name == "" {
+		cfg.Policy = testPolicy
+	}
+	if cfg.Algorithm == nil {
+		cfg.Algorithm = counter{}
+	}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	s := newMapStore()
+	tests := []struct {
+		name string
+		cfg  Config
+		is   error
+	}{
+		{"no algorithm", Config{Policy: testPolicy, Store: s}, nil},
+		{"no store", Config{Policy: testPolicy, Algorithm: counter{}}, nil},
+		{"bad policy", Config{Policy: Policy{Name: "x", Limit: 0, Window: time.Second}, Algorithm: counter{}, Store: s}, ErrInvalidPolicy},
+		{"fallback without limiter", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Failure: FailFallback}, nil},
+		{"unknown failure mode", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Failure: 9}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.cfg)
+			if err == nil || l != nil {
+				t.Fatalf("New() = %v, %v; want an error", l, err)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Fatalf("New() error %v does not match %v", err, tt.is)
+			}
+		})
+	}
+}
+
+func TestAllowNBadInputWritesNothing(t *testing.T) {
+	s := newMapStore()
+	l := newTestLimiter(t, Config{Store: s})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key string
+		n   int64
+	}{{"", 1}, {"k", 0}, {"k", -3}, {"k", 6}} {
+		d, err := l.AllowN(ctx, tc.key, tc.n)
+		if !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("AllowN(%q, %d) error = %v, want ErrInvalidInput", tc.key, tc.n, err)
+		}
+		if d.Allowed {
+			t.Errorf("AllowN(%q, %d) allowed", tc.key, tc.n)
+		}
+	}
+	if s.updates != 0 || s.keys() != 0 {
+		t.Fatalf("bad input reached the store: %d updates, %d keys", s.updates, s.keys())
+	}
+	if _, err := l.AllowN(ctx, "k", 5); err != nil {
+		t.Fatalf("n == quota must be allowed: %v", err)
+	}
+}
+
+func TestAllowCountsAndDenies(t *testing.T) {
+	l := newTestLimiter(t, Config{Store: newMapStore()})
+	ctx := context.Background()
+	for i := int64(1); i <= 5; i++ {
+		d, err := l.Allow(ctx, "k")
+		if err != nil || !d.Allowed || d.Remaining != 5-i || d.Limit != 5 {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	d, err := l.Allow(ctx, "k")
+	if err != nil || d.Allowed {
+		t.Fatalf("6th call: %+v, %v; want a denial without error", d, err)
+	}
+	if d, _ := l.Allow(ctx, "other"); !d.Allowed {
+		t.Fatalf("another identity shares the counter")
+	}
+}
+
+func TestConcurrentAllowNeverOverAdmits(t *testing.T) {
+	l := newTestLimiter(t, Config{Store: newMapStore(), Policy: Policy{Name: "api", Limit: 25, Window: time.Second}})
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			d, err := l.Allow(context.Background(), "k")
+			if err != nil {
+				t.Errorf("Allow: %v", err)
+			}
+			if d.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 25 {
+		t.Fatalf("admitted %d, want exactly 25", got)
+	}
+}
+
+func TestFailureModes(t *testing.T) {
+	boom := &StoreError{Op: "update", Err: errors.New("connection refused")}
+	ctx := context.Background()
+
+	t.Run("closed", func(t *testing.T) {
+		l := newTestLimiter(t, Config{Store: &mapStore{err: boom}})
+		d, err := l.Allow(ctx, "k")
+		if !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Fatalf("got %+v, %v; want a denial with ErrUnavailable", d, err)
+		}
+	})
+	t.Run("closed wraps a bare error", func(t *testing.T) {
+		l := newTestLimiter(t, Config{Store: &mapStore{err: errors.New("bare")}})
+		if _, err := l.Allow(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("err = %v; want it to match ErrUnavailable", err)
+		}
+	})
+	t.Run("open", func(t *testing.T) {
+		var seen atomic.Pointer[Event]
+		l := newTestLimiter(t, Config{Store: &mapStore{err: boom}, Failure: FailOpen,
+			Observer: func(e Event) { seen.Store(&e) }})
+		d, err := l.Allow(ctx, "k")
+		if err != nil || !d.Allowed || !d.Degraded || d.Limit != 5 {
+			t.Fatalf("got %+v, %v; want a degraded admission", d, err)
+		}
+		if e := seen.Load(); e == nil || !e.Decision.Degraded {
+			t.Fatalf("observer did not hear the degraded decision: %+v", e)
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		fb := newTestLimiter(t, Config{Store: newMapStore(), Policy: Policy{Name: "api", Limit: 2, Window: time.Second}})
+		l := newTestLimiter(t, Config{Store: &mapStore{err: boom}, Failure: FailFallback, Fallback: fb})
+		for i := range 3 {
+			d, err := l.Allow(ctx, "k")
+			if err != nil || !d.Degraded || d.Allowed != (i < 2) {
+				t.Fatalf("call %d: %+v, %v; want the fallback's decision, degraded", i, d, err)
+			}
+		}
+	})
+	t.Run("bad input is not a store failure", func(t *testing.T) {
+		l := newTestLimiter(t, Config{Store: &mapStore{err: boom}, Failure: FailOpen})
+		if d, err := l.AllowN(ctx, "k", 0); !errors.Is(err, ErrInvalidInput) || d.Allowed {
+			t.Fatalf("got %+v, %v; fail open must not admit bad input", d, err)
+		}
+	})
+}
+
+func TestDeadline(t *testing.T) {
+	l := newTestLimiter(t, Config{Store: &mapStore{block: true}, Timeout: 20 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(context.Background(), "k")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v; want ErrUnavailable wrapping the deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a store that hangs held the call past its deadline")
+	}
+}
+
+func TestCallerCancellation(t *testing.T) {
+	l := newTestLimiter(t, Config{Store: &mapStore{block: true}, Timeout: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v; want it to wrap context.Canceled", err)
+	}
+}
+
+func TestAcquireRelease(t *testing.T) {
+	s := newMapStore()
+	l := newTestLimiter(t, Config{Store: s, Algorithm: slots{}, Policy: Policy{Name: "inflight", Limit: 2, Window: time.Second}})
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "k"); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Allow on a Leaser: %v; want ErrUnsupported", err)
+	}
+	a, d, err := l.Acquire(ctx, "k")
+	if err != nil || !d.Allowed || a == nil || a.ID() == 0 {
+		t.Fatalf("first Acquire: %v %+v %v", a, d, err)
+	}
+	b, _, _ := l.Acquire(ctx, "k")
+	c, d, err := l.Acquire(ctx, "k")
+	if err != nil || d.Allowed || c != nil {
+		t.Fatalf("third Acquire on a limit of 2: %v %+v %v; want denied", c, d, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Release(cancelled); err != nil {
+		t.Fatalf("Release with a cancelled context must still release: %v", err)
+	}
+	if err := a.Release(ctx); !errors.Is(err, ErrLeaseReleased) {
+		t.Fatalf("second Release: %v; want ErrLeaseReleased", err)
+	}
+	if c, d, _ = l.Acquire(ctx, "k"); !d.Allowed {
+		t.Fatalf("Acquire after a release: %+v; want admitted", d)
+	}
+	_ = b.Release(ctx)
+	_ = c.Release(ctx)
+	if _, _, err := newTestLimiter(t, Config{Store: s}).Acquire(ctx, "k"); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Acquire on a rate algorithm: %v; want ErrUnsupported", err)
+	}
+}
+
+func TestAcquireFailOpenLeaseIsNoop(t *testing.T) {
+	l := newTestLimiter(t, Config{Store: &mapStore{err: errors.New("down")}, Algorithm: slots{}, Failure: FailOpen,
+		Policy: Policy{Name: "inflight", Limit: 1, Window: time.Second}})
+	ls, d, err := l.Acquire(context.Background(), "k")
+	if err != nil || !d.Allowed || !d.Degraded || ls == nil {
+		t.Fatalf("got %v %+v %v; want a degraded lease", ls, d, err)
+	}
+	if err := ls.Release(context.Background()); err != nil {
+		t.Fatalf("Release of a degraded lease: %v", err)
+	}
+}
+
+func TestReset(t *testing.T) {
+	s := newMapStore()
+	l := newTestLimiter(t, Config{Store: s})
+	ctx := context.Background()
+	_, _ = l.AllowN(ctx, "k", 5)
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.AllowN(ctx, "k", 5); !d.Allowed {
+		t.Fatalf("after Reset the quota is not whole: %+v", d)
+	}
+	if err := l.Reset(ctx, ""); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("Reset(\"\") = %v", err)
+	}
+}
+
+type scriptStore struct {
+	*mapStore
+	got ScriptArgs
+}
+
+func (s *scriptStore) RunScript(ctx context.Context, sc *Script, key Key, a ScriptArgs) (ScriptResult, error) {
+	s.got = a
+	return ScriptResult{1, 5, 4, 0, 200000, 0}, nil
+}
+
+type scriptedCounter struct{ counter }
+
+var testScript = NewScript("counter", "return {1}")
+
+func (scriptedCounter) Script() *Script { return testScript }
+
+func TestScriptPath(t *testing.T) {
+	s := &scriptStore{mapStore: newMapStore()}
+	l := newTestLimiter(t, Config{Store: s, Algorithm: scriptedCounter{}})
+	d, err := l.AllowN(context.Background(), "k", 2)
+	want := Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond}
+	if err != nil || d != want {
+		t.Fatalf("got %+v, %v; want %+v", d, err, want)
+	}
+	if s.got.Now != 0 || s.got.N != 2 || s.got.Limit != 5 || s.got.Window != 1e6 || s.got.Interval != 200000 {
+		t.Fatalf("args %+v; want server time (0), n 2 and the policy", s.got)
+	}
+	clock := NewManualClock(time.UnixMicro(1_700_000_000_000_000))
+	l = newTestLimiter(t, Config{Store: s, Algorithm: scriptedCounter{}, Clock: clock})
+	_, _ = l.Allow(context.Background(), "k")
+	if s.got.Now != 1_700_000_000_000_000 {
+		t.Fatalf("injected clock not passed: Now = %d", s.got.Now)
+	}
+	l = newTestLimiter(t, Config{Store: s, Algorithm: scriptedCounter{}, NoScript: true})
+	if _, _ = l.Allow(context.Background(), "k"); s.updates != 1 {
+		t.Fatalf("NoScript did not take the generic path")
+	}
+	if testScript.Hash != "9c8545b8579e405965831fc6d1e3d0b3ac248d51" {
+		t.Fatalf("script hash %q", testScript.Hash)
+	}
+}
