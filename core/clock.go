@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Clock tells the time. A Limiter reads it once per decision.
+// Clock tells the time. A Limiter reads it once per decision, and once more
+// per attempt on a compare-and-swap store (see Retimer).
 type Clock interface {
 	Now() time.Time
 }

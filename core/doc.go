@@ -17,7 +17,9 @@
 // # Keys
 //
 // A store key is "<prefix>:<policy>:{<hash>}", where <hash> is the first 16
-// bytes of the SHA-256 of the identity, in hex. An attacker who chooses the
+// bytes of the SHA-256 of the identity, in unpadded base64url (22
+// characters; hex would make every key ten bytes longer, and in Redis the
+// key's name is most of what a counter costs). An attacker who chooses the
 // identity can neither grow the key nor inject separators, and the braces are
 // a Redis Cluster hash tag: every key of one identity lands in one slot.
 package core

@@ -2,7 +2,7 @@ package core
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"strings"
 	"testing"
 )
@@ -10,7 +10,7 @@ import (
 func TestKeyString(t *testing.T) {
 	k := Key{Namespace: Namespace("sluice", "api"), Identity: "203.0.113.7"}
 	sum := sha256.Sum256([]byte("203.0.113.7"))
-	want := "sluice:api:{" + hex.EncodeToString(sum[:HashBytes]) + "}"
+	want := "sluice:api:{" + base64.RawURLEncoding.EncodeToString(sum[:HashBytes]) + "}"
 	if got := k.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
@@ -30,9 +30,13 @@ func TestKeyIdentityCannotShapeKey(t *testing.T) {
 		if rest == k || !strings.HasSuffix(rest, "}") {
 			t.Fatalf("identity %.20q: key %q has the wrong shape", id, k)
 		}
-		for _, c := range strings.TrimSuffix(rest, "}") {
-			if !strings.ContainsRune("0123456789abcdef", c) {
-				t.Errorf("identity %.20q: key %q holds %q outside the hex hash", id, k, c)
+		hash := strings.TrimSuffix(rest, "}")
+		if len(hash) != HashLen {
+			t.Errorf("identity %.20q: hash %q is %d characters, want HashLen %d", id, hash, len(hash), HashLen)
+		}
+		for _, c := range hash {
+			if !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", c) {
+				t.Errorf("identity %.20q: key %q holds %q outside the base64url hash", id, k, c)
 			}
 		}
 	}

@@ -61,7 +61,10 @@ type Config struct {
 	// Scripted, each decision is one server-side script.
 	Store Store
 	// Prefix starts every key. Default DefaultPrefix. Two limiters with the
-	// same prefix and policy name share counters, across processes too.
+	// same prefix and policy name share counters, across processes too. 1 to
+	// 64 characters from [A-Za-z0-9._:-]: no brace (it would move every key
+	// into one Redis Cluster slot), no space or control character (memcached
+	// refuses them).
 	Prefix string
 	// Clock is read once per decision. Nil means: the server's clock for a
 	// script (so instances with skewed clocks agree), SystemClock otherwise.
@@ -125,6 +128,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
+	if err := checkPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -138,6 +144,18 @@ func New(cfg Config) (*Limiter, error) {
 		}
 	}
 	return l, nil
+}
+
+func checkPrefix(prefix string) error {
+	if len(prefix) > MaxNameLen {
+		return fmt.Errorf("sluice: Config.Prefix must be at most %d characters, got %d", MaxNameLen, len(prefix))
+	}
+	for i := 0; i < len(prefix); i++ {
+		if c := prefix[i]; !nameByte(c) && c != ':' {
+			return fmt.Errorf("sluice: Config.Prefix may use only A-Z a-z 0-9 . _ - : (byte %d is %q)", i, c)
+		}
+	}
+	return nil
 }
 
 // Policy returns the limiter's policy.
@@ -238,7 +256,7 @@ func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint
 		return r.Decision(), nil
 	}
 	m := mutationPool.Get().(*mutation)
-	m.alg, m.leaser, m.p, m.n, m.lease, m.op = l.alg, l.leaser, &l.p, n, lease, op
+	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.alg, l.leaser, &l.p, n, lease, op
 	m.now = l.now()
 	err := l.cfg.Store.Update(ctx, key, m)
 	d := m.d
@@ -277,6 +295,7 @@ var mutationPool = sync.Pool{New: func() any { return new(mutation) }}
 // mutation is one Limiter call, handed to Store.Update. Pooled, so a decision
 // on an in-process store allocates nothing.
 type mutation struct {
+	l      *Limiter
 	alg    Algorithm
 	leaser Leaser
 	p      *Policy
@@ -298,6 +317,21 @@ func (m *mutation) Apply(state []byte) ([]byte, time.Duration) {
 		next, ttl, m.d = m.alg.Step(state, m.now, m.n, m.p)
 	}
 	return next, ttl
+}
+
+var _ Timed = (*mutation)(nil)
+
+// Now is the time of the decision, in µs since the Unix epoch (Timed).
+func (m *mutation) Now() int64 { return m.now }
+
+var _ Retimer = (*mutation)(nil)
+
+// Retime reads the limiter's clock again (Retimer). A mutation built
+// without a Limiter keeps its time.
+func (m *mutation) Retime() {
+	if m.l != nil {
+		m.now = m.l.now()
+	}
 }
 
 // newLeaseID returns a random non-zero lease id.

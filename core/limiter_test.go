@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"bad policy", Config{Policy: Policy{Name: "x", Limit: 0, Window: time.Second}, Algorithm: counter{}, Store: s}, ErrInvalidPolicy},
 		{"fallback without limiter", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Failure: FailFallback}, nil},
 		{"unknown failure mode", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Failure: 9}, nil},
+		{"brace in prefix", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Prefix: "app{1}"}, nil},
+		{"space in prefix", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Prefix: "my app"}, nil},
+		{"long prefix", Config{Policy: testPolicy, Algorithm: counter{}, Store: s, Prefix: strings.Repeat("p", 65)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,6 +35,17 @@ type Mutation interface {
 	Apply(state []byte) (next []byte, ttl time.Duration)
 }
 
+// Timed is implemented by a Mutation that knows when its decision is made:
+// the Limiter's clock reading, in µs since the Unix epoch, the same now the
+// algorithm steps with. An in-process store uses it for expiry instead of
+// reading a clock of its own (a clock read costs as much as the rest of an
+// in-memory decision), and so expires keys on the time line their TTLs were
+// computed on. Every Mutation a Limiter passes to a Store implements it.
+type Timed interface {
+	Mutation
+	Now() int64
+}
+
 // Deleter is implemented by stores that can delete a key (Limiter.Reset).
 type Deleter interface {
 	Delete(ctx context.Context, key Key) error
