@@ -94,9 +94,40 @@ func randomOps(r *rand.Rand, p *core.Policy, quota int64, count int) []op {
 }
 
 // diffLua runs ops through the Go step and the Lua twin from the same start
-// time and fails at the first decision on which they differ.
-func diffLua(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Policy, start time.Time, ops []op) {
+// time and fails at the first decision on which they differ. An option
+// turns on the further checks of diffOptions.
+func diffLua(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Policy, start time.Time, ops []op, opts ...diffOptions) {
 	t.Helper()
+	var opt diffOptions
+	if len(opts) > 0 {
+		opt = opts[0]
+	}
+	diffLuaWith(t, c, alg, p, start, ops, opt)
+}
+
+// diffOptions are opt-in checks for diffLuaWith. The zero value is diffLua.
+type diffOptions struct {
+	// injectedExpiry puts the key's lifetime on the injected clock. The
+	// server expires keys by its own clock, which knows nothing of the
+	// injected one, so a ttl of a few µs could otherwise drop the key
+	// between two calls at the same injected instant. With it, after every
+	// call the key's PTTL is checked and the key is PERSISTed:
+	//   - when the Go step wrote (next != nil), PTTL must be ⌈ttl/1ms⌉
+	//     (at least 1), less only the real time the call took;
+	//   - when it did not (next == nil), the script must not have written
+	//     either: the key's value and expiry are unchanged.
+	// Once the injected clock reaches the last write's ttl, the key is
+	// deleted (as the store's expiry would) on every other call and kept on
+	// the others: a state older than its ttl must decide as no state.
+	// (Releases are only checked for writing nothing when Go writes
+	// nothing: an emptied lease set may vanish.)
+	injectedExpiry bool
+}
+
+// diffLuaWith is diffLua with the opt-in checks of opt.
+func diffLuaWith(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Policy, start time.Time, ops []op, opt diffOptions) {
+	t.Helper()
+	ctx := context.Background()
 	s := alg.(core.Scripted).Script()
 	leaser, _ := alg.(core.Leaser)
 	key := freshKey(t, c)
@@ -104,42 +135,136 @@ func diffLua(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Policy, s
 	now := start.UnixMicro()
 	var held []uint64
 	var nextLease uint64 = 1 << 60 // above 2^53: the id must survive Lua as a string
+	var expireAt int64             // injected µs at which the last write's ttl runs out
+	expired := 0
 	for i, o := range ops {
 		now += int64(o.dt / time.Microsecond)
 		if now <= 0 {
 			now = 1
 		}
+		if opt.injectedExpiry && state != nil && now >= expireAt {
+			if expired++; expired%2 == 1 {
+				state = nil
+				if err := c.Del(ctx, key).Err(); err != nil {
+					t.Fatalf("DEL: %v", err)
+				}
+			}
+		}
 		a := core.NewScriptArgs(&p, now, o.n)
 		var want core.Decision
 		var next []byte
+		var ttl time.Duration
+		var before string
+		if opt.injectedExpiry {
+			before = dumpKey(t, c, key)
+		}
+		began := time.Now()
 		switch {
 		case leaser != nil && o.release > 0 && len(held) > 0:
 			j := (o.release - 1) % len(held)
 			id := held[j]
 			held = append(held[:j], held[j+1:]...)
-			next, _ = leaser.Release(clone(state), now, id, &p)
+			next, ttl = leaser.Release(clone(state), now, id, &p)
 			a.N, a.Lease, a.Op = 1, id, core.OpRelease
-			runLua(t, c, s, key, a)
+			if opt.injectedExpiry {
+				_, pttl := runLuaHeld(t, c, s, key, a)
+				checkExpiry(t, c, key, i, before, began, pttl, next != nil, ttl, true)
+			} else {
+				runLua(t, c, s, key, a)
+			}
 			if next != nil {
-				state = next
+				state, expireAt = next, now+int64(ttl/time.Microsecond)
 			}
 			continue
 		case leaser != nil:
 			nextLease += 12345
-			next, _, want = leaser.Acquire(clone(state), now, nextLease, &p)
+			next, ttl, want = leaser.Acquire(clone(state), now, nextLease, &p)
 			a.N, a.Lease = 1, nextLease
 			if want.Allowed {
 				held = append(held, nextLease)
 			}
 		default:
-			next, _, want = alg.Step(clone(state), now, o.n, &p)
+			next, ttl, want = alg.Step(clone(state), now, o.n, &p)
 		}
 		if next != nil {
-			state = next
+			state, expireAt = next, now+int64(ttl/time.Microsecond)
 		}
-		got := runLua(t, c, s, key, a).Decision()
-		if got != want {
+		var r core.ScriptResult
+		var pttl int64
+		if opt.injectedExpiry {
+			r, pttl = runLuaHeld(t, c, s, key, a)
+		} else {
+			r = runLua(t, c, s, key, a)
+		}
+		if got := r.Decision(); got != want {
 			t.Fatalf("%s %v: call %d (now=%d, n=%d, dt=%v):\n Lua %+v\n Go  %+v", alg.Name(), p, i, now, a.N, o.dt, got, want)
+		}
+		if opt.injectedExpiry {
+			checkExpiry(t, c, key, i, before, began, pttl, next != nil, ttl, false)
+		}
+	}
+}
+
+// dumpKey is the key's serialized value, or "" when it is absent.
+func dumpKey(t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	v, err := c.Dump(context.Background(), key).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatalf("DUMP: %v", err)
+	}
+	return v
+}
+
+// runLuaHeld is runLua followed, in the same MULTI/EXEC, by PTTL and
+// PERSIST of the key: it returns the reply and the PTTL (ms) the script
+// left. The server's clock stands still during a transaction, so a key the
+// script wrote with a 1 ms expiry cannot expire in real time before it is
+// PERSISTed, as it could between separate round trips.
+func runLuaHeld(t *testing.T, c *redis.Client, s *core.Script, key string, a core.ScriptArgs) (core.ScriptResult, int64) {
+	t.Helper()
+	ctx := context.Background()
+	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
+		strconv.FormatUint(a.Lease, 10), a.Op}
+	var eval *redis.Cmd
+	var pttl *redis.Cmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		eval = p.Eval(ctx, s.Source, []string{key}, argv...)
+		pttl = p.Do(ctx, "PTTL", key)
+		p.Persist(ctx, key)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: EVAL, PTTL, PERSIST: %v", s.Name, err)
+	}
+	v, err := eval.Int64Slice()
+	if err != nil || len(v) != 6 {
+		t.Fatalf("%s: reply %v (%v) is not six integers", s.Name, v, err)
+	}
+	ms, err := pttl.Int64()
+	if err != nil {
+		t.Fatalf("PTTL: %v", err)
+	}
+	return core.ScriptResult(v), ms
+}
+
+// checkExpiry is diffOptions.injectedExpiry's check after call i, which
+// began at began and left the key with pttl (from runLuaHeld, which also
+// PERSISTed it): see there.
+func checkExpiry(t *testing.T, c *redis.Client, key string, i int, before string, began time.Time, pttl int64, wrote bool, ttl time.Duration, release bool) {
+	t.Helper()
+	took := time.Since(began).Milliseconds()
+	switch {
+	case !wrote:
+		if after := dumpKey(t, c, key); after != before || pttl >= 0 {
+			t.Fatalf("call %d: the Go step wrote nothing, but the script changed the key (PTTL %d ms)", i, pttl)
+		}
+	case !release:
+		want := max(1, (int64(ttl/time.Microsecond)+999)/1000)
+		// The server counts down in whole ms from the script's start;
+		// take+1 bounds the real time that passed since. A negative PTTL
+		// (no expiry, or no key) is wrong however long the call took.
+		if pttl > want || pttl < want-took-1 || pttl < 0 {
+			t.Fatalf("call %d: PTTL is %d ms, want %d ms (ttl %v; the call took %d ms)", i, pttl, want, ttl, took)
 		}
 	}
 }

@@ -1,0 +1,252 @@
+package algorithm
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// winLuaPolicies are the policies the window algorithms' twins are compared
+// under: a tiny window, Limit 1, one unit per µs, limits that do not divide
+// the window, windows that are not whole milliseconds, and the largest
+// limit and window. Limits above maxLimit are lowered to it.
+func winLuaPolicies(maxLimit int64) []core.Policy {
+	ps := []core.Policy{
+		{Name: "one-per-ms", Limit: 1, Window: time.Millisecond},
+		{Name: "one-per-us", Limit: 1000, Window: time.Millisecond},
+		{Name: "not-dividing", Limit: 3, Window: 10 * time.Millisecond},
+		{Name: "odd-window", Limit: 7, Window: 1001 * time.Microsecond},
+		{Name: "per-second", Limit: 100, Window: time.Second},
+		{Name: "large", Limit: core.MaxLimit, Window: core.MaxWindow},
+		{Name: "large-odd", Limit: 999_999_937, Window: core.MaxWindow - time.Microsecond},
+	}
+	for i := range ps {
+		ps[i].Limit = min(ps[i].Limit, maxLimit)
+	}
+	return ps
+}
+
+// winLuaDiff compares alg's Lua twin with its Go step on a real
+// redis-server, over seqs random sequences of count calls per policy, from
+// starts near today and on window boundaries, with the key's expiry checked
+// and put on the injected clock (diffOptions.injectedExpiry).
+func winLuaDiff(t *testing.T, alg core.Algorithm, policies []core.Policy, seqs, count int) {
+	c := newRedis(t)
+	for _, p := range policies {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			w := p.WindowMicros()
+			r := rand.New(rand.NewPCG(uint64(p.Limit), uint64(w)))
+			for s := range seqs {
+				start := winBase + r.Int64N(1e12)
+				switch s % 3 {
+				case 1: // the last µs of a window
+					start = start - start%w + w - 1
+				case 2: // the first µs of a window
+					start -= start % w
+				}
+				ops := randomOps(r, &p, alg.Quota(&p), count)
+				t.Run(strconv.Itoa(s), func(t *testing.T) {
+					diffLua(t, c, alg, p, time.UnixMicro(start), ops, diffOptions{injectedExpiry: true})
+				})
+			}
+		})
+	}
+}
+
+// winLuaMemory runs alg's twin on a standard key (default prefix, policy
+// name p.Name, an identity's hash) with steps, at times relative to the
+// start of the window holding the real now (each must be admitted), and
+// returns MEMORY USAGE of the key, and of the same key holding the integer
+// 1: the least any value costs under that key (the key's own string, its
+// dictionary entry and the value's object header).
+func winLuaMemory(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winStep) (usage, floor int64) {
+	t.Helper()
+	c := newRedis(t)
+	ctx := context.Background()
+	key := core.Key{Namespace: core.Namespace(core.DefaultPrefix, p.Name), Identity: t.Name()}.String()
+	t.Cleanup(func() { c.Del(ctx, key) })
+	if err := c.Set(ctx, key, 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	floor = c.MemoryUsage(ctx, key).Val()
+	c.Del(ctx, key)
+	s := alg.(core.Scripted).Script()
+	now := time.Now().UnixMicro()
+	now -= now % p.WindowMicros()
+	for i, st := range steps {
+		if d := runLua(t, c, s, key, core.NewScriptArgs(&p, now+st.at, st.n)).Decision(); !d.Allowed {
+			t.Fatalf("%s: call %d (n=%d) denied: %+v", alg.Name(), i, st.n, d)
+		}
+	}
+	usage, err := c.MemoryUsage(ctx, key, 0).Result()
+	if err != nil {
+		t.Fatalf("MEMORY USAGE: %v", err)
+	}
+	t.Logf("%s: MEMORY USAGE %d bytes for a %d-byte key; %d with the value 1", alg.Name(), usage, len(key), floor)
+	return usage, floor
+}
+
+// winLuaForeignKey checks that alg's twin reads a key that holds something
+// it did not write (another type, a malformed string) as absent, as the Go
+// step reads undecodable state, and replaces it on admission.
+func winLuaForeignKey(t *testing.T, alg core.Algorithm, p core.Policy) {
+	c := newRedis(t)
+	ctx := context.Background()
+	s := alg.(core.Scripted).Script()
+	l := alg.Quota(&p)
+	for name, set := range map[string]func(key string) error{
+		"garbage":   func(k string) error { return c.Set(ctx, k, "garbage", 0).Err() },
+		"too-long":  func(k string) error { return c.Set(ctx, k, "1:2:3:4:5", 0).Err() },
+		"too-large": func(k string) error { return c.Set(ctx, k, "99999999999999999999:5:5", 0).Err() },
+		"list":      func(k string) error { return c.RPush(ctx, k, "a").Err() },
+		"hash":      func(k string) error { return c.HSet(ctx, k, "a", "1").Err() },
+		"zset":      func(k string) error { return c.ZAdd(ctx, k, redis.Z{Score: -5, Member: "x"}).Err() },
+	} {
+		key := freshKey(t, c)
+		if err := set(key); err != nil {
+			t.Fatal(err)
+		}
+		got := runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, l)).Decision()
+		_, _, want := alg.Step(nil, winBase, l, &p)
+		if got != want {
+			t.Fatalf("%s: a %s key decides %+v, want as absent %+v", alg.Name(), name, got, want)
+		}
+		// Replaced: the next call reads what the twin wrote.
+		got = runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, 1)).Decision()
+		if got.Allowed {
+			t.Fatalf("%s: after a full admission over a %s key, one more unit is admitted: %+v", alg.Name(), name, got)
+		}
+	}
+}
+
+// winLuaServerTime runs alg's twin twice with now = 0, so that it reads the
+// server's TIME, and checks that the newest time it recorded lies between
+// the server's TIME before and after each call, and that each decision is
+// the Go step's at that instant: the script reads TIME in µs.
+func winLuaServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
+	c := newRedis(t)
+	ctx := context.Background()
+	key := freshKey(t, c)
+	s := alg.(core.Scripted).Script()
+	var state []byte
+	for i, n := range []int64{2, 1} {
+		t0 := c.Time(ctx).Val().UnixMicro()
+		got := runLua(t, c, s, key, core.NewScriptArgs(&p, 0, n)).Decision()
+		t1 := c.Time(ctx).Val().UnixMicro()
+		at := winNewest(t, c, key)
+		if at < t0 || at > t1 {
+			t.Fatalf("call %d: the script recorded %d µs, outside the server's TIME %d..%d", i, at, t0, t1)
+		}
+		next, _, want := alg.Step(clone(state), at, n, &p)
+		if got != want {
+			t.Fatalf("call %d at the server's %d µs: Lua %+v, Go %+v", i, at, got, want)
+		}
+		if pttl := c.PTTL(ctx, key).Val(); pttl <= 0 {
+			t.Fatalf("call %d: the key has no expiry (PTTL %v)", i, pttl)
+		}
+		state = next
+	}
+}
+
+// winNewest is the newest admission time a window twin recorded: the first
+// field of a string state, or the top score of a sorted set.
+func winNewest(t *testing.T, c *redis.Client, key string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var field string
+	switch typ := c.Type(ctx, key).Val(); typ {
+	case "string":
+		field, _, _ = strings.Cut(c.Get(ctx, key).Val(), ":")
+	case "zset":
+		top := c.ZRangeWithScores(ctx, key, -1, -1).Val()
+		if len(top) != 1 {
+			t.Fatalf("empty sorted set %q", key)
+		}
+		field = strconv.FormatFloat(top[0].Score, 'f', -1, 64)
+	default:
+		t.Fatalf("key %q is a %q", key, typ)
+	}
+	v, err := strconv.ParseInt(field, 10, 64)
+	if err != nil {
+		t.Fatalf("key %q: newest time %q: %v", key, field, err)
+	}
+	return v
+}
+
+// winLuaCluster runs alg's twin on a real Redis Cluster, on keys in several
+// slots, for short random sequences compared with the Go step: the script
+// touches KEYS[1] only, so the cluster runs it wherever the key lives.
+// The clock starts on a window boundary and moves by 0 to 2 quarters of a
+// window, so every TTL written is at least a quarter window: p.Window must
+// be long enough that no key expires in real time during the test.
+func winLuaCluster(t *testing.T, alg core.Algorithm, p core.Policy) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	s := alg.(core.Scripted).Script()
+	r := rand.New(rand.NewPCG(3, 5))
+	w := p.WindowMicros()
+	for k := range 6 {
+		key := fmt.Sprintf("sluice-test:%s:%d:{%d}", t.Name(), time.Now().UnixNano(), k)
+		t.Cleanup(func() { c.Del(ctx, key) })
+		var state []byte
+		now := winBase - winBase%w
+		for i := range 40 {
+			now += r.Int64N(3) * (w / 4)
+			n := 1 + r.Int64N(alg.Quota(&p))
+			next, _, want := alg.Step(clone(state), now, n, &p)
+			if next != nil {
+				state = next
+			}
+			a := core.NewScriptArgs(&p, now, n)
+			argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
+				strconv.FormatUint(a.Lease, 10), a.Op}
+			v, err := c.Eval(ctx, s.Source, []string{key}, argv...).Int64Slice()
+			if err != nil || len(v) != 6 {
+				t.Fatalf("%s on the cluster: EVAL: %v %v", alg.Name(), v, err)
+			}
+			if got := core.ScriptResult(v).Decision(); got != want {
+				t.Fatalf("%s on the cluster, key %d call %d: Lua %+v, Go %+v", alg.Name(), k, i, got, want)
+			}
+		}
+	}
+}
+
+func TestFixedWindowLua(t *testing.T) {
+	winLuaDiff(t, FixedWindow{}, winLuaPolicies(core.MaxLimit), 12, 150)
+}
+
+func TestFixedWindowLuaMemory(t *testing.T) {
+	// Full-width numbers: a realistic time and a ten-digit count.
+	p := core.Policy{Name: "api", Limit: core.MaxLimit, Window: 24 * time.Hour}
+	usage, floor := winLuaMemory(t, FixedWindow{}, p, winStep{at: 0, n: 1}, winStep{at: 1, n: core.MaxLimit - 1})
+	// "<16 digits>:<10 digits>" is a 27-byte embedded string: 48 bytes with
+	// its header, where the integer 1 costs a 16-byte header alone.
+	if usage-floor > 32 {
+		t.Errorf("the state costs %d bytes over the least a value costs, want at most 32", usage-floor)
+	}
+}
+
+func TestFixedWindowLuaServerTime(t *testing.T) {
+	winLuaServerTime(t, FixedWindow{}, core.Policy{Name: "fw", Limit: 5, Window: time.Hour})
+}
+
+func TestFixedWindowLuaCluster(t *testing.T) {
+	winLuaCluster(t, FixedWindow{}, core.Policy{Name: "fw", Limit: 10, Window: time.Hour})
+}
+
+func TestFixedWindowLuaForeignKey(t *testing.T) {
+	winLuaForeignKey(t, FixedWindow{}, core.Policy{Name: "fw", Limit: 5, Window: time.Second})
+}

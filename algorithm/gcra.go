@@ -1,0 +1,116 @@
+package algorithm
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// GCRA is the generic cell rate algorithm: the token bucket's admissions
+// kept as one integer, the theoretical arrival time TAT, instead of tokens
+// and a time. With T = Policy.IntervalMicros() and B = Policy.Capacity(), a
+// request of n units at now is admitted iff
+//
+//	max(TAT, now) + n·T − B·T <= now
+//
+// and then TAT becomes max(TAT, now) + n·T. TAT − now is the time the
+// admitted units still owe, so a partial refill is no separate fraction:
+// it is just a TAT that is not a whole number of intervals away. On a clock
+// that never steps back GCRA admits exactly what TokenBucket admits. On a
+// clock that steps back it judges at the earlier now, against a TAT set at
+// a later one, so it is stricter than the token bucket, which stands still.
+//
+// Bound: the units admitted by calls whose now lies in any interval
+// [t1, t2] number at most B + ⌊(t2 − t1)/T⌋, whatever order the calls come
+// in, a clock that steps back included. (The first admission in the
+// interval leaves TAT >= t1 + n·T, each later one adds its n·T, and the
+// last needs TAT − B·T <= t2.)
+//
+// Memory per key: the Go state is 9 bytes (a version byte, TAT in µs as an
+// int64). The Lua twin keeps one Redis string, TAT in decimal, which Redis
+// stores as an integer. MEMORY USAGE is then 88 bytes for a key of up to 44 bytes
+// (for example the prefix "rl" and a policy name of up to 6 characters), 104
+// for a key of 45 to 60 bytes (the default prefix and a policy name of 3 to
+// 18 characters): the value takes 16 bytes, the rest is the key's name.
+// The Go and Lua forms of the state do not mix on one key.
+//
+// Decision: Remaining is ⌊(now + B·T − TAT)/T⌋ (B after a quiet period);
+// RetryAfter, on a denial, is max(TAT, now) + n·T − B·T − now; ResetAfter
+// is TAT − now, which is also the TTL of the key (a TAT in the past reads
+// as fresh). A denial writes nothing. GCRA has no fields and is safe for
+// concurrent use.
+type GCRA struct{}
+
+var (
+	_ core.Algorithm = GCRA{}
+	_ core.Scripted  = GCRA{}
+)
+
+var gcraScript = loadScript("gcra")
+
+// Name returns "gcra".
+func (GCRA) Name() string { return "gcra" }
+
+// Quota returns p.Capacity(): after a quiet period, Burst units pass at
+// once.
+func (GCRA) Quota(p *core.Policy) int64 { return p.Capacity() }
+
+// Script returns the Lua twin, lua/gcra.lua.
+func (GCRA) Script() *core.Script { return gcraScript }
+
+// Step admits n units at now if they conform. See the type's doc for the
+// rule and the bound, and core.Algorithm for the contract. A cost n outside
+// 1..Capacity is denied without a RetryAfter (the Limiter never sends one).
+//
+// Overflow: now is clamped to [0, 2^52) and a stored TAT is at most 2^52 +
+// 2^46; n·T and B·T are at most 2^45 (core.MaxHorizon), so no sum leaves
+// 2^53.
+func (GCRA) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Duration, core.Decision) {
+	b, t := p.Capacity(), p.IntervalMicros()
+	now = bkClamp(now)
+	tat := now
+	if s, ok := gcraDecode(state); ok && s > now {
+		tat = s
+	}
+	bt := b * t
+	d := core.Decision{Limit: b}
+	if n < 1 || n > b || tat+n*t-bt > now {
+		// Remaining and ResetAfter as the state stands; tat − now exceeds
+		// B·T only after the clock stepped back.
+		d.Remaining = max(0, now+bt-tat) / t
+		d.ResetAfter = core.Micros(tat - now)
+		if n >= 1 && n <= b {
+			// now + RetryAfter = tat − (B−n)·T <= tat, so tat still rules
+			// then and the test passes with equality; one µs earlier it
+			// fails.
+			d.RetryAfter = core.Micros(tat + n*t - bt - now)
+		}
+		return nil, 0, d
+	}
+	tat += n * t
+	d.Allowed = true
+	d.Remaining = (now + bt - tat) / t // >= 0: that is the test just passed
+	d.ResetAfter = core.Micros(tat - now)
+	return gcraEncode(state, tat), d.ResetAfter, d
+}
+
+// GCRA state, version 1: gcraVersion, TAT (µs, int64 big-endian). The high
+// nibble of the version byte names the algorithm, so a key reused by
+// another algorithm reads as absent.
+const (
+	gcraVersion = 0x31
+	gcraLen     = 1 + 8
+)
+
+func gcraDecode(s []byte) (tat int64, ok bool) {
+	if len(s) != gcraLen || s[0] != gcraVersion {
+		return 0, false
+	}
+	tat = int64(binary.BigEndian.Uint64(s[1:]))
+	return tat, bkTimeOK(tat)
+}
+
+func gcraEncode(buf []byte, tat int64) []byte {
+	return binary.BigEndian.AppendUint64(append(buf[:0], gcraVersion), uint64(tat))
+}

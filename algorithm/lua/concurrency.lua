@@ -1,0 +1,113 @@
+-- Concurrency limit: the Lua twin of algorithm.Concurrency's Acquire
+-- (ARGV[10] == "0") and Release (ARGV[10] == "1"). Acquire must decide
+-- exactly as the Go step does, for every input; the package's differential
+-- tests prove it call by call.
+--
+-- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
+-- or "0" to read the server's TIME; ARGV[3] limit; ARGV[8] lease TTL µs;
+-- ARGV[9] the lease id in decimal ("0": an anonymous lease, as Step takes);
+-- ARGV[10] the operation. Reply: {allowed, limit, remaining,
+-- retry_after_us, reset_after_us, delay_us}. Release replies {released (1
+-- or 0), limit, 0, 0, 0, 0}; callers ignore it.
+--
+-- State: a sorted set, one member per lease: score the expiry (µs), member
+-- the lease id as the decimal string it came as (ids reach 2^64, beyond
+-- the 2^53 a Lua number holds exactly, so they are never converted). An
+-- anonymous lease is "0:<expiry>:<i>", unique, and never released.
+--
+-- Lua numbers are float64: every value here is an integer below 2^53 (now
+-- is clamped below 2^52, a lease TTL is below 2^42), so + - * are exact, and
+-- every division goes through idiv, which is exact.
+
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[3])
+local leasettl = tonumber(ARGV[8])
+local lease = ARGV[9]
+
+local MAXNOW = 4503599627370495 -- 2^52 - 1, the Go step's bkMaxNow
+
+-- floor(a / b) for integers 0 <= a < 2^53, b >= 1: the float quotient may
+-- be one off after rounding; the exact products correct it.
+local function idiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then
+		q = q - 1
+	elseif (q + 1) * b <= a then
+		q = q + 1
+	end
+	return q
+end
+
+if now == 0 then
+	-- The server's clock, so that instances with skewed clocks agree.
+	local t = redis.call('TIME')
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
+
+-- Score bounds as strings: a Lua number could reach Redis in exponent form
+-- or, concatenated, rounded to 14 digits. "(" excludes now itself: a lease
+-- expiring at now is gone, as in the Go step.
+local live = string.format('(%d', now)
+
+if ARGV[10] == '1' then
+	-- Release. pcall: a key of another type is not our state (Go: nothing
+	-- to release). An absent or expired lease: nothing is written.
+	local s = redis.pcall('ZSCORE', key, lease)
+	if type(s) ~= 'string' or tonumber(s) <= now then
+		return {0, limit, 0, 0, 0, 0}
+	end
+	redis.call('ZREM', key, lease)
+	-- Drop the expired leases too, as the Go step does when it writes.
+	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+	local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+	if last[2] then
+		-- The key lives until its last lease expires (an emptied set is
+		-- already gone).
+		redis.call('PEXPIRE', key, string.format('%d', idiv(tonumber(last[2]) - now + 999, 1000)))
+	end
+	return {1, limit, 0, 0, 0, 0}
+end
+
+-- Acquire. Count the live leases without writing, so that a denial writes
+-- nothing. pcall: a key of another type is not our state and reads as
+-- absent, as undecodable state does in the Go step; it is replaced if the
+-- lease is admitted.
+local held = redis.pcall('ZCOUNT', key, live, '+inf')
+local foreign = type(held) ~= 'number'
+if foreign then held = 0 end
+
+if held >= limit then
+	-- One more fits once the (held - limit + 1)-th earliest live lease
+	-- expires. (held exceeds limit only if the policy's Limit shrank.)
+	local first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', held - limit, 1)
+	local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+	return {0, limit, 0, tonumber(first[2]) - now, tonumber(last[2]) - now, 0}
+end
+
+if foreign then
+	redis.call('DEL', key)
+else
+	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+end
+local exp = now + leasettl
+if lease == '0' then
+	-- An anonymous lease needs a member of its own. Names are unique per
+	-- expiry and counter; NX skips one still in use (left by a lease whose
+	-- neighbours were released since), so the loop ends within limit turns.
+	local i = held
+	while redis.call('ZADD', key, 'NX', exp, string.format('0:%d:%d', exp, i)) == 0 do
+		i = i + 1
+	end
+	held = held + 1
+else
+	-- A lease already held keeps its slot and gets the new expiry: ZADD
+	-- then adds 0.
+	held = held + redis.call('ZADD', key, exp, lease)
+end
+local last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+-- The key lives until its last lease expires, after which it would read as
+-- fresh anyway; PEXPIRE in whole ms, rounded up.
+redis.call('PEXPIRE', key, string.format('%d', idiv(last - now + 999, 1000)))
+return {1, limit, limit - held, 0, last - now, 0}

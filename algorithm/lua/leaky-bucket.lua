@@ -1,0 +1,93 @@
+-- Leaky bucket as a queue: the Lua twin of algorithm.LeakyBucket.Step. It
+-- must decide exactly as the Go step does, for every input; the package's
+-- differential tests prove it call by call.
+--
+-- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
+-- or "0" to read the server's TIME; ARGV[2] n; ARGV[5] burst (capacity);
+-- ARGV[6] interval µs; ARGV[7] max delay µs. Reply: {allowed, limit,
+-- remaining, retry_after_us, reset_after_us, delay_us}.
+--
+-- State: one string, drain (µs) in decimal: when the queue is empty again.
+-- One GET, and one SET only when admitted.
+--
+-- Lua numbers are float64: every value here is an integer below 2^53 (now
+-- is clamped below 2^52, a stored drain is at most 2^52 + 2^46, n × interval
+-- is at most burst × interval + max delay < 2^46), so + - * are exact, and
+-- every division goes through idiv, which is exact.
+
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local burst = tonumber(ARGV[5])
+local iv = tonumber(ARGV[6])
+local maxdelay = tonumber(ARGV[7])
+
+local MAXNOW = 4503599627370495   -- 2^52 - 1, the Go step's bkMaxNow
+local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
+
+-- floor(a / b) for integers 0 <= a < 2^53, b >= 1: the float quotient may
+-- be one off after rounding; the exact products correct it.
+local function idiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then
+		q = q - 1
+	elseif (q + 1) * b <= a then
+		q = q + 1
+	end
+	return q
+end
+
+if now == 0 then
+	-- The server's clock, so that instances with skewed clocks agree.
+	local t = redis.call('TIME')
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
+
+-- base = max(drain, now). pcall: a key of another type is not our state and
+-- reads as absent, as undecodable state does in the Go step; so does a
+-- string that is not a whole number in range.
+local base = now
+local v = redis.pcall('GET', key)
+if type(v) == 'string' then
+	local s = tonumber(v)
+	if s and s > now and s <= MAXTIME and s == math.floor(s) then base = s end
+end
+
+local bt = burst * iv
+local quota = burst + idiv(maxdelay, iv)
+-- M mod T: the queue is back to its full quota once drain - now is at most
+-- this (see lbReport in the Go step).
+local slack = maxdelay - idiv(maxdelay, iv) * iv
+
+-- Remaining and ResetAfter for a queue that drains at d (d >= now).
+local function report(d)
+	local rem = now + maxdelay + bt - d
+	if rem < 0 then rem = 0 else rem = idiv(rem, iv) end
+	local reset = d - now - slack
+	if reset < 0 then reset = 0 end
+	return rem, reset
+end
+
+if n < 1 or n > quota then
+	-- A cost the Limiter never sends: denied, without a retry time.
+	local rem, reset = report(base)
+	return {0, quota, rem, 0, reset, 0}
+end
+
+local drain = base + n * iv
+local delay = drain - bt - now
+if delay < 0 then delay = 0 end
+if delay > maxdelay then
+	-- Denied: nothing is written. At now + (delay - maxdelay) the same
+	-- request waits exactly maxdelay.
+	local rem, reset = report(base)
+	return {0, quota, rem, delay - maxdelay, reset, 0}
+end
+
+local rem, reset = report(drain)
+-- The key lives until the queue drains, after which it would read as fresh
+-- anyway; PX in whole ms, rounded up, formatted as integers (a Lua number
+-- could reach Redis in exponent form).
+redis.call('SET', key, string.format('%d', drain), 'PX', string.format('%d', idiv(drain - now + 999, 1000)))
+return {1, quota, rem, 0, reset, delay}

@@ -1,0 +1,92 @@
+-- Token bucket: the Lua twin of algorithm.TokenBucket.Step. It must decide
+-- exactly as the Go step does, for every input; the package's differential
+-- tests prove it call by call.
+--
+-- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
+-- or "0" to read the server's TIME; ARGV[2] n; ARGV[5] burst (capacity);
+-- ARGV[6] interval µs. Reply: {allowed, limit, remaining, retry_after_us,
+-- reset_after_us, delay_us}.
+--
+-- State: one string of digits, tokens + 1 followed by last zero-padded to
+-- 16 digits: the whole tokens left and the time (µs) up to which they are
+-- counted. Two integers in one number, built and split as text (the number
+-- itself exceeds 2^53): while tokens <= 920 it fits a signed 64-bit integer
+-- in canonical form (the + 1 rules out a leading zero), which Redis stores
+-- in 16 bytes instead of a string. last is below 2^52 + 2^46 < 10^16. One
+-- GET, and one SET only when admitted.
+--
+-- Lua numbers are float64: every value here is an integer below 2^53 (now
+-- is clamped below 2^52, burst × interval is at most 2^45), so + - * are
+-- exact, and every division goes through idiv, which is exact.
+
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local burst = tonumber(ARGV[5])
+local iv = tonumber(ARGV[6])
+
+local MAXNOW = 4503599627370495   -- 2^52 - 1, the Go step's bkMaxNow
+local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
+
+-- floor(a / b) for integers 0 <= a < 2^53, b >= 1: the float quotient may
+-- be one off after rounding; the exact products correct it.
+local function idiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then
+		q = q - 1
+	elseif (q + 1) * b <= a then
+		q = q + 1
+	end
+	return q
+end
+
+if now == 0 then
+	-- The server's clock, so that instances with skewed clocks agree.
+	local t = redis.call('TIME')
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
+
+-- pcall: a key of another type is not our state and reads as absent, as
+-- undecodable state does in the Go step. So does a malformed string.
+local tokens, last = burst, now
+local v = redis.pcall('GET', key)
+if type(v) == 'string' then
+	local a, b = string.match(v, '^(%d+)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)$')
+	if a then
+		a, b = tonumber(a) - 1, tonumber(b)
+		if a >= 0 and b <= MAXTIME then
+			-- More tokens than the burst: the policy shrank; the bucket is full.
+			if a > burst then a = burst end
+			tokens, last = a, b
+		end
+	end
+end
+
+-- Refill whole tokens; a clock behind last stands still.
+if now > last then
+	local k = idiv(now - last, iv)
+	-- Compare before adding, as the Go step does.
+	if k >= burst - tokens then
+		tokens, last = burst, now
+	else
+		tokens = tokens + k
+		last = last + k * iv
+	end
+end
+
+if n < 1 or n > burst or tokens < n then
+	-- Denied: nothing is written (the refill is recomputed next time).
+	local reset, retry = 0, 0
+	if tokens < burst then reset = last + (burst - tokens) * iv - now end
+	if n >= 1 and n <= burst then retry = last + (n - tokens) * iv - now end
+	return {0, burst, tokens, retry, reset, 0}
+end
+
+tokens = tokens - n
+local reset = last + (burst - tokens) * iv - now
+-- The key lives until the bucket is full again, when it would read as
+-- fresh anyway; PX in whole ms, rounded up, formatted as an integer (a Lua
+-- number could reach Redis in exponent form).
+redis.call('SET', key, string.format('%d%016d', tokens + 1, last), 'PX', string.format('%d', idiv(reset + 999, 1000)))
+return {1, burst, tokens, 0, reset, 0}
