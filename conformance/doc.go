@@ -1,0 +1,116 @@
+// Package conformance is the suite every Sluice store must pass: the memory,
+// Redis, Valkey and Memcached stores, and any store a user writes. A store
+// proves itself by calling it from its own test, handing over a harness
+// maker:
+//
+//	type harness struct{ addr string }
+//
+//	// NewStore returns a client of its own: one instance of a fleet.
+//	func (h harness) NewStore(t testing.TB) core.Store {
+//		s := mystore.New(mystore.Dial(h.addr), nil)
+//		t.Cleanup(func() { s.Close() })
+//		return s
+//	}
+//
+//	func (harness) Capabilities() conformance.Capabilities {
+//		return conformance.Capabilities{Scripts: true, ClockSkew: time.Second}
+//	}
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) conformance.Harness {
+//			return harness{addr: testenv.RedisAddr(t)}
+//		})
+//	}
+//
+//	func BenchmarkConformance(b *testing.B) {
+//		conformance.RunBenchmarks(b, func(b *testing.B) conformance.Harness {
+//			return harness{addr: testenv.RedisAddr(b)}
+//		})
+//	}
+//
+// The maker is called again for every algorithm on every path, and the
+// suite takes three fresh clients from it there, which are torn down (by
+// the harness's t.Cleanup) when that subtest ends. Every check uses keys of
+// its own, named after the test and a random suffix (hashed, as every
+// identity is), so reruns against a live server never meet old state, and
+// deletes them at the end when the store can delete.
+//
+// The harness declares what the store can do (Capabilities) instead of the
+// suite guessing: whether it runs scripts, which algorithms it is meant for,
+// how far apart its fleet's clocks may be. A harness that can read the
+// backend directly also implements Inspector, which lets the suite check
+// that nothing was written, that Reset deleted, and that keys expire.
+//
+// # What Run checks
+//
+// For every algorithm the harness declares (all seven of package algorithm
+// by default), on the generic path (core.Store.Update) and, when
+// Capabilities.Scripts is set, again on the script path
+// (core.ScriptRunner):
+//
+//   - Admission: 200 concurrent calls for one key, spread over three
+//     Limiters on three clients, under a ManualClock stopped at one instant.
+//     Every order of identical calls meets the same sequence of decisions,
+//     so the store must hand out exactly the decisions of the algorithm's Go
+//     step run serially: not one more admitted, not one fewer, the same
+//     Remaining, RetryAfter, ResetAfter and Delay (the leaky bucket's queue
+//     slots are distinct and within MaxDelay); for the rate algorithms, again
+//     with a cost of 3.
+//   - AdmissionNoClock: the same as production runs it, with no Clock (the
+//     server's clock on the script path, each instance's otherwise) and a
+//     30-day window. The count is exact unless the run straddles the edge of
+//     an aligned window, or the algorithm judges calls whose clock readings
+//     arrive out of order more strictly (GCRA, leaky bucket); it never
+//     exceeds what the Go step admits between the run's first and last
+//     instant.
+//   - AdmissionSkewedFleet (when Capabilities.ClockSkew > 0): half the fleet
+//     runs ClockSkew ahead; the count never exceeds what the Go step admits
+//     for calls at those two instants in any order.
+//   - InFlight, InFlightNoClock, LeaseReclaim (the concurrency algorithm):
+//     workers on every instance Acquire, hold and Release; an atomic count
+//     of the leases held never exceeds the limit; released slots are reused;
+//     a lease never released is reclaimed at LeaseTTL and not a millisecond
+//     before; releasing a reclaimed lease frees nobody else's slot.
+//   - Steps: scripted and random sequences (refill, window roll-over, n > 1,
+//     n = quota, idle keys past their TTL, a clock that moves backwards) go
+//     through two Limiters on the store, alternating, and through the
+//     algorithm's Step; every Decision field must be equal. A key idle past
+//     the TTL its algorithm gave it must decide as an absent one, since a
+//     store may drop it then; the comparison allows for a store that did.
+//   - RetryAfter: after a denial, a retry at now+RetryAfter is admitted and
+//     one at now+RetryAfter−1ms is not; at now+ResetAfter after an admission
+//     the whole quota is back.
+//   - BadInput: an empty key, n <= 0, n above the quota and invalid policies
+//     are rejected with errors matching core.ErrInvalidInput or
+//     core.ErrInvalidPolicy, and nothing is written: the next request meets
+//     a fresh key (and, with an Inspector, the key does not exist).
+//   - Identities: long, binary and separator-laden identities work and keep
+//     states of their own.
+//   - Reset: on a core.Deleter, Reset from one instance empties the key
+//     another filled; on any other store it reports core.ErrUnsupported.
+//   - Expiry (with an Inspector, once per path): a key written with a short
+//     TTL is gone within a few seconds of it.
+//
+// # Limits
+//
+// The suite has no false positives and possible false negatives: a failure
+// is a real defect of the store, or of the algorithm when the message says
+// so, but passing does not prove a store correct. Races are found by making
+// many calls at once, which can miss a narrow window: run the suite under
+// -race, and more than once (-count) when changing a store. It asserts
+// nothing about speed, and no timing: checks on the real clock use windows
+// so long that the test's own pace cannot matter; the ManualClock checks use
+// windows of an hour or more, so that a store expiring keys by its own clock
+// rarely meets them, and allow for it where it does; Expiry is the only
+// check that waits. A CAS store may give up on a hot key (core.ErrContention)
+// in the concurrent checks as long as enough calls are decided to fill the
+// quota; every other error fails the check.
+//
+// The bounds on out-of-order and skewed clocks assume what every algorithm
+// of package algorithm does: a call whose clock reads earlier than one
+// already decided is judged as standing still or more strictly, never more
+// generously. A store author who lists an algorithm of their own in
+// Capabilities.Algorithms needs it to do the same.
+//
+// Speed is measured by RunBenchmarks, never by Run.
+package conformance

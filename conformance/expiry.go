@@ -1,0 +1,91 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// expiryGrace is how long after its TTL (rounded down to a second) a key
+// may still exist: Memcached counts in whole seconds, and a server may
+// expire lazily.
+var expiryGrace = 6 * time.Second
+
+// checkExpiry (with an Inspector): a key written with a short TTL exists
+// while its TTL runs, and is gone some time after. The wait is bounded by
+// the TTL rounded up to a second (Memcached's granularity) plus a few
+// seconds; a store that passes ends it as soon as its keys are gone. Keys of
+// every algorithm wait together.
+func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
+	insp, ok := h.(Inspector)
+	if !ok {
+		t.Skip("the harness is not an Inspector: expiry is not observable")
+	}
+	const w = 100 * time.Millisecond
+	p := core.Policy{Name: "expiry", Limit: 2, Window: w, MaxDelay: w, LeaseTTL: w}
+	// slack allows for a server clock a little off this machine's.
+	const slack = 50 * time.Millisecond
+	type written struct {
+		alg string
+		key core.Key
+		ttl time.Duration
+		at  time.Time
+	}
+	var keys []written
+	var longest time.Duration
+	store := h.NewStore(t)
+	for _, alg := range algs {
+		if alg == nil {
+			continue
+		}
+		if _, ok := alg.(core.Scripted); script && !ok {
+			continue
+		}
+		if checkPolicy(alg, p) != nil {
+			continue
+		}
+		e := &env{h: h, alg: alg, script: script}
+		e.leaser, _ = alg.(core.Leaser)
+		l := e.limiter(t, store, p, nil)
+		id := identity(t, l)
+		start := time.Now()
+		next, ttl, _ := apply(alg, &p, nil, start.UnixMicro(), call{n: 1, lease: 1})
+		if next == nil {
+			continue // the algorithm writes nothing for a first request
+		}
+		if d, _ := e.take(t, l, id, 1); !d.Allowed {
+			t.Fatalf("%s: the first request on a fresh key was denied: %+v", alg.Name(), d)
+		}
+		found, err := insp.Exists(t.Context(), l.Key(id))
+		if err != nil {
+			t.Fatalf("%s: Exists: %v", alg.Name(), err)
+		}
+		if !found && time.Since(start) < ttl-slack {
+			t.Errorf("%s: an admission wrote no key (or one that expired before its TTL of %v)", alg.Name(), ttl)
+		}
+		keys = append(keys, written{alg.Name(), l.Key(id), ttl, start})
+		longest = max(longest, ttl)
+	}
+	deadline := time.Now().Add(longest.Truncate(time.Second) + expiryGrace)
+	for len(keys) > 0 {
+		var live []written
+		for _, k := range keys {
+			found, err := insp.Exists(t.Context(), k.key)
+			if err != nil {
+				t.Fatalf("%s: Exists: %v", k.alg, err)
+			}
+			if found {
+				live = append(live, k)
+			}
+		}
+		keys = live
+		if len(keys) > 0 && time.Now().After(deadline) {
+			for _, k := range keys {
+				t.Errorf("%s: a key written with TTL %v still exists %v later", k.alg, k.ttl, time.Since(k.at).Round(time.Millisecond))
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

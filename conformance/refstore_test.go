@@ -1,0 +1,228 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+)
+
+// refStore is the reference store: a map under one mutex, with expiry by
+// the wall clock. It is what every store must behave like.
+type refStore struct {
+	mu sync.Mutex
+	m  map[string]refEntry
+	// ttlScale multiplies every TTL (1 when zero); the faults below use it.
+	ttlScale float64
+	// timed expires keys on the decisions' time line (core.Timed), as the
+	// memory store does, instead of by the wall clock.
+	timed bool
+}
+
+type refEntry struct {
+	state   []byte
+	expires time.Time
+}
+
+func newRefStore() *refStore { return &refStore{m: map[string]refEntry{}} }
+
+// now is the time expiry is judged by for m (nil: the wall clock).
+func (s *refStore) now(m core.Mutation) time.Time {
+	if t, ok := m.(core.Timed); ok && s.timed {
+		return time.UnixMicro(t.Now())
+	}
+	return time.Now()
+}
+
+func (s *refStore) load(k string, now time.Time) []byte {
+	e, ok := s.m[k]
+	if !ok || !now.Before(e.expires) {
+		return nil
+	}
+	return clone(e.state)
+}
+
+func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time) {
+	if s.ttlScale != 0 {
+		ttl = time.Duration(float64(ttl) * s.ttlScale)
+	}
+	s.m[k] = refEntry{clone(next), now.Add(ttl)}
+}
+
+func (s *refStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k, now := key.String(), s.now(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if next, ttl := m.Apply(s.load(k, now)); next != nil {
+		s.store(k, next, ttl, now)
+	}
+	return nil
+}
+
+func (s *refStore) Delete(ctx context.Context, key core.Key) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key.String())
+	return nil
+}
+
+func (s *refStore) exists(key core.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load(key.String(), time.Now()) != nil
+}
+
+// refScriptStore adds a script path to refStore: RunScript runs the
+// algorithm the script names through its Go step, under the lock, reading
+// the store's clock when the Limiter sends none, as a server does.
+type refScriptStore struct{ *refStore }
+
+var _ core.ScriptRunner = refScriptStore{}
+
+func (s refScriptStore) RunScript(ctx context.Context, sc *core.Script, key core.Key, a core.ScriptArgs) (core.ScriptResult, error) {
+	var alg core.Algorithm
+	for _, x := range algorithm.All() {
+		if x.Name() == sc.Name {
+			alg = x
+		}
+	}
+	if alg == nil {
+		return core.ScriptResult{}, fmt.Errorf("no algorithm runs script %q", sc.Name)
+	}
+	p := core.Policy{Name: "script", Limit: a.Limit, Window: core.Micros(a.Window), Burst: a.Burst,
+		MaxDelay: core.Micros(a.MaxDelay), LeaseTTL: core.Micros(a.LeaseTTL)}
+	now := a.Now
+	if now == 0 {
+		now = time.Now().UnixMicro()
+	}
+	var d core.Decision
+	err := s.Update(ctx, key, mutationFunc(func(state []byte) ([]byte, time.Duration) {
+		if l, ok := alg.(core.Leaser); ok {
+			if a.Op == core.OpRelease {
+				return l.Release(state, now, a.Lease, &p)
+			}
+			next, ttl, dd := l.Acquire(state, now, a.Lease, &p)
+			d = dd
+			return next, ttl
+		}
+		next, ttl, dd := alg.Step(state, now, a.N, &p)
+		d = dd
+		return next, ttl
+	}))
+	bit := int64(0)
+	if d.Allowed {
+		bit = 1
+	}
+	us := func(x time.Duration) int64 { return int64(x / time.Microsecond) }
+	return core.ScriptResult{bit, d.Limit, d.Remaining, us(d.RetryAfter), us(d.ResetAfter), us(d.Delay)}, err
+}
+
+type mutationFunc func([]byte) ([]byte, time.Duration)
+
+func (f mutationFunc) Apply(state []byte) ([]byte, time.Duration) { return f(state) }
+
+// racyStore is refStore without atomicity: it reads under the lock, lets
+// other goroutines run, and writes under the lock — a lost update waiting
+// to happen, as a store that does GET then SET would be.
+type racyStore struct{ *refStore }
+
+func (s racyStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	k, now := key.String(), s.now(m)
+	s.mu.Lock()
+	state := s.load(k, now)
+	s.mu.Unlock()
+	runtime.Gosched()
+	time.Sleep(100 * time.Microsecond)
+	if next, ttl := m.Apply(state); next != nil {
+		s.mu.Lock()
+		s.store(k, next, ttl, now)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// cachingStore is a client that remembers what it last read or wrote for a
+// key and trusts that copy instead of asking the backend again: correct for
+// one instance, wrong for a fleet.
+type cachingStore struct {
+	*refStore
+	cache map[string][]byte
+	mu    sync.Mutex
+}
+
+func (s *cachingStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	k, now := key.String(), s.now(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state, ok := s.cache[k]
+	if !ok {
+		s.refStore.mu.Lock()
+		state = s.load(k, now)
+		s.refStore.mu.Unlock()
+	}
+	next, ttl := m.Apply(clone(state))
+	if next != nil {
+		s.refStore.mu.Lock()
+		s.store(k, next, ttl, now)
+		s.refStore.mu.Unlock()
+		s.cache[k] = clone(next)
+	} else {
+		s.cache[k] = clone(state)
+	}
+	return nil
+}
+
+// forgetfulDeleteStore reports success from Delete and deletes nothing.
+type forgetfulDeleteStore struct{ *refStore }
+
+func (forgetfulDeleteStore) Delete(context.Context, core.Key) error { return nil }
+
+// harness hands out clients of one backend. newClient is called once per
+// NewStore.
+type harness struct {
+	backend   *refStore
+	newClient func(*refStore) core.Store
+	caps      Capabilities
+}
+
+func (h *harness) NewStore(t testing.TB) core.Store { return h.newClient(h.backend) }
+
+func (h *harness) Capabilities() Capabilities { return h.caps }
+
+// inspectingHarness is a harness that is also an Inspector.
+type inspectingHarness struct{ *harness }
+
+func (h inspectingHarness) Exists(ctx context.Context, key core.Key) (bool, error) {
+	return h.backend.exists(key), nil
+}
+
+// maker returns a harness maker for the backend's clients.
+func maker(newClient func(*refStore) core.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
+	return makerOf(newRefStore, newClient, caps, inspect)
+}
+
+func makerOf(backend func() *refStore, newClient func(*refStore) core.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
+	return func(testing.TB) Harness {
+		h := &harness{backend: backend(), newClient: newClient, caps: caps}
+		if inspect {
+			return inspectingHarness{h}
+		}
+		return h
+	}
+}
+
+func plain(s *refStore) core.Store     { return s }
+func scripted(s *refStore) core.Store  { return refScriptStore{s} }
+func racy(s *refStore) core.Store      { return racyStore{s} }
+func forgetful(s *refStore) core.Store { return forgetfulDeleteStore{s} }
+func caching(s *refStore) core.Store {
+	return &cachingStore{refStore: s, cache: map[string][]byte{}}
+}

@@ -1,0 +1,258 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+)
+
+// Run runs the conformance suite against the store that newHarness gives.
+// It is meant to be called from the store's own test:
+//
+//	func TestConformance(t *testing.T) { conformance.Run(t, newHarness) }
+//
+// Subtests are named <path>/<algorithm>/<check>, where path is "generic"
+// (core.Store.Update) or "script" (core.ScriptRunner), so that one failing
+// pair can be rerun with -run. newHarness is called once for the whole run
+// and once more in every <path>/<algorithm> subtest, with that subtest's t;
+// there the suite takes three NewStore clients (a fleet of three instances),
+// which every check of the algorithm shares, each with keys and Limiters of
+// its own. Clients are made once per algorithm rather than once per check
+// because connecting is among the dearest things the suite does (a cluster
+// client costs as much as dozens of decisions). Run uses no t.Parallel, so
+// the harness need not be safe for concurrent use.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	caps := newHarness(t).Capabilities()
+	algs := caps.Algorithms
+	if algs == nil {
+		algs = algorithm.All()
+	}
+	t.Run("Capabilities", func(t *testing.T) { checkCapabilities(t, newHarness(t), algs) })
+	for _, script := range pathsOf(caps) {
+		t.Run(pathName(script), func(t *testing.T) {
+			for _, alg := range algs {
+				if alg == nil {
+					continue // checkCapabilities reports it
+				}
+				t.Run(alg.Name(), func(t *testing.T) {
+					if _, ok := alg.(core.Scripted); script && !ok {
+						t.Skipf("%s has no Lua twin: the generic path covers it", alg.Name())
+					}
+					e := newEnv(t, newHarness(t), alg, script)
+					for _, c := range checks {
+						if c.applies(alg, caps) {
+							t.Run(c.name, func(t *testing.T) { c.fn(t, e) })
+						}
+					}
+				})
+			}
+			t.Run("Expiry", func(t *testing.T) { checkExpiry(t, newHarness(t), algs, script) })
+		})
+	}
+}
+
+// check is one leaf of the suite.
+type check struct {
+	name    string
+	applies func(core.Algorithm, Capabilities) bool
+	fn      func(testing.TB, *env)
+}
+
+func always(core.Algorithm, Capabilities) bool { return true }
+
+func isLeaser(a core.Algorithm, _ Capabilities) bool { _, ok := a.(core.Leaser); return ok }
+
+func skewed(_ core.Algorithm, c Capabilities) bool { return c.ClockSkew > 0 }
+
+var checks = []check{
+	{"Admission", always, checkAdmission},
+	{"AdmissionNoClock", always, checkAdmissionNoClock},
+	{"AdmissionSkewedFleet", skewed, checkSkewedFleet},
+	{"InFlight", isLeaser, checkInFlight},
+	{"InFlightNoClock", isLeaser, checkInFlightNoClock},
+	{"LeaseReclaim", isLeaser, checkLeaseReclaim},
+	{"Steps", always, checkSteps},
+	{"RetryAfter", always, checkRetryAfter},
+	{"BadInput", always, checkBadInput},
+	{"Identities", always, checkIdentities},
+	{"Reset", always, checkReset},
+}
+
+func pathsOf(c Capabilities) []bool {
+	if c.Scripts {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+func pathName(script bool) string {
+	if script {
+		return "script"
+	}
+	return "generic"
+}
+
+// checkCapabilities holds the harness to what it declared.
+func checkCapabilities(t testing.TB, h Harness, algs []core.Algorithm) {
+	caps := h.Capabilities()
+	s := h.NewStore(t)
+	if s == nil {
+		t.Fatalf("NewStore returned nil")
+	}
+	_, runner := s.(core.ScriptRunner)
+	switch {
+	case caps.Scripts && !runner:
+		t.Errorf("Capabilities.Scripts is set but the store (%T) is not a core.ScriptRunner", s)
+	case !caps.Scripts && runner:
+		t.Errorf("the store (%T) is a core.ScriptRunner: set Capabilities.Scripts so that the suite checks both paths", s)
+	}
+	if caps.ClockSkew < 0 {
+		t.Errorf("Capabilities.ClockSkew is negative (%v)", caps.ClockSkew)
+	}
+	if len(algs) == 0 {
+		t.Errorf("Capabilities.Algorithms is empty but not nil: the store would be checked against nothing")
+	}
+	seen := map[string]bool{}
+	for _, a := range algs {
+		if a == nil {
+			t.Errorf("Capabilities.Algorithms holds a nil algorithm")
+			continue
+		}
+		if seen[a.Name()] {
+			t.Errorf("Capabilities.Algorithms lists %q twice", a.Name())
+		}
+		seen[a.Name()] = true
+	}
+}
+
+// Names and bounds shared by the checks.
+const (
+	keyPrefix = "sluice-conformance"
+	// callTimeout is each store call's deadline: generous, because the suite
+	// checks what a store decides, not how fast, and a loaded machine running
+	// hundreds of calls at once must not turn into a failure.
+	callTimeout = 20 * time.Second
+	// fleetSize is how many instances (Limiters on separate NewStore
+	// clients) share a key in the concurrent checks.
+	fleetSize = 3
+	// concurrentCalls is how many calls hit one key at once.
+	concurrentCalls = 200
+)
+
+// epoch is where ManualClocks start: 20 minutes into an hour, so that no
+// window of an hour (or any divisor of one) is about to end, and keys a
+// store expires by its own clock are written with long TTLs.
+var epoch = time.Date(2026, time.March, 14, 15, 20, 0, 0, time.UTC)
+
+// env is what the checks of one algorithm on one path work with: the
+// harness, its fleet of clients, the algorithm and the path.
+type env struct {
+	h      Harness
+	caps   Capabilities
+	stores []core.Store // fleetSize clients of the backend, each an instance
+	alg    core.Algorithm
+	leaser core.Leaser // alg, when it holds leases
+	script bool
+}
+
+// newEnv takes fleetSize clients from h; they are closed when t ends.
+func newEnv(t testing.TB, h Harness, alg core.Algorithm, script bool) *env {
+	t.Helper()
+	e := &env{h: h, caps: h.Capabilities(), alg: alg, script: script}
+	e.leaser, _ = alg.(core.Leaser)
+	for range fleetSize {
+		s := h.NewStore(t)
+		if s == nil {
+			t.Fatalf("NewStore returned nil")
+		}
+		e.stores = append(e.stores, s)
+	}
+	return e
+}
+
+// limiter returns a Limiter on s.
+func (e *env) limiter(t testing.TB, s core.Store, p core.Policy, clock core.Clock) *core.Limiter {
+	t.Helper()
+	l, err := core.New(core.Config{
+		Policy: p, Algorithm: e.alg, Store: s, Prefix: keyPrefix, Clock: clock,
+		Timeout: callTimeout, NoScript: !e.script,
+	})
+	if err != nil {
+		t.Fatalf("%s: core.New(%v): %v", e.alg.Name(), p, err)
+	}
+	return l
+}
+
+// fleet returns one Limiter per clock, each on a client of its own (up to
+// fleetSize): separate instances of one deployment.
+func (e *env) fleet(t testing.TB, p core.Policy, clocks ...core.Clock) []*core.Limiter {
+	t.Helper()
+	ls := make([]*core.Limiter, len(clocks))
+	for i, c := range clocks {
+		ls[i] = e.limiter(t, e.stores[i%len(e.stores)], p, c)
+	}
+	return ls
+}
+
+// same returns n copies of c.
+func same(c core.Clock, n int) []core.Clock {
+	cs := make([]core.Clock, n)
+	for i := range cs {
+		cs[i] = c
+	}
+	return cs
+}
+
+// identity returns an identity no other run uses (the test's name and a
+// random suffix) and deletes its state through l when the test ends, when
+// the store can delete.
+func identity(t testing.TB, l *core.Limiter) string {
+	id := fmt.Sprintf("%s#%016x", t.Name(), rand.Uint64())
+	forget(t, l, id)
+	return id
+}
+
+// forget deletes id's state through l when the test ends, if the store can.
+func forget(t testing.TB, l *core.Limiter, id string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_ = l.Reset(ctx, id)
+	})
+}
+
+// quota is what a Limiter on p would report as Quota.
+func (e *env) quota(p core.Policy) int64 { return e.alg.Quota(&p) }
+
+// fresh is the Go step's decision for a key with no state.
+func (e *env) fresh(p core.Policy, now time.Time, n int64) core.Decision {
+	if e.leaser != nil {
+		_, _, d := e.leaser.Acquire(nil, now.UnixMicro(), 1, &p)
+		return d
+	}
+	_, _, d := e.alg.Step(nil, now.UnixMicro(), n, &p)
+	return d
+}
+
+// take asks l for n units (Acquire for a Leaser, with n ignored) and fails
+// the test on an error.
+func (e *env) take(t testing.TB, l *core.Limiter, id string, n int64) (core.Decision, *core.Lease) {
+	t.Helper()
+	if e.leaser != nil {
+		ls, d, err := l.Acquire(t.Context(), id)
+		if err != nil {
+			t.Fatalf("%s: Acquire: %v", e.alg.Name(), err)
+		}
+		return d, ls
+	}
+	d, err := l.AllowN(t.Context(), id, n)
+	if err != nil {
+		t.Fatalf("%s: AllowN(%d): %v", e.alg.Name(), n, err)
+	}
+	return d, nil
+}
