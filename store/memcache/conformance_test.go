@@ -1,0 +1,65 @@
+package memcache_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store/memcache"
+)
+
+// harness gives the conformance suite Stores over real memcached: one
+// server, or a pool of both test servers.
+type harness struct {
+	addrs []string
+	// inspect is a client of the harness's own, for Exists.
+	inspect *gomemcache.Client
+}
+
+func newHarness(t testing.TB, pool bool) *harness {
+	addrs := testenv.MemcacheAddrs(t)
+	if !pool {
+		addrs = addrs[:1]
+	}
+	return &harness{addrs: addrs, inspect: newClient(t, addrs...)}
+}
+
+// NewStore returns a Store over a client of its own: a separate instance.
+func (h *harness) NewStore(t testing.TB) core.Store { return newStore(t, nil, h.addrs...) }
+
+// Capabilities: every algorithm, no scripts; each Limiter's clock decides,
+// so the fleet's clock skew is declared (see the package doc for what it
+// costs each algorithm).
+func (h *harness) Capabilities() conformance.Capabilities {
+	return conformance.Capabilities{ClockSkew: time.Second}
+}
+
+// Exists reads the key the Store would use for key.
+func (h *harness) Exists(_ context.Context, key core.Key) (bool, error) {
+	_, err := h.inspect.Get(memcache.Key(key))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, gomemcache.ErrCacheMiss):
+		return false, nil
+	}
+	return false, err
+}
+
+var _ conformance.Inspector = (*harness)(nil)
+
+func TestConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool bool
+	}{{"single", false}, {"pool", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			conformance.Run(t, func(t *testing.T) conformance.Harness { return newHarness(t, tc.pool) })
+		})
+	}
+}

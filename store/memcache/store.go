@@ -1,0 +1,229 @@
+package memcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/core"
+)
+
+// Store keeps Sluice's state in memcached through a gomemcache client: one
+// server or a pool of several (see the package doc). It is safe for
+// concurrent use; share one Store, like one client, across all the limiters
+// of a process. Create it with New.
+type Store struct {
+	c     *gomemcache.Client
+	cfg   config
+	queue *queue // nil with Options.NoLocalQueue
+	stats *counters
+	bg    background
+
+	closed atomic.Bool
+}
+
+var (
+	_ core.Store      = (*Store)(nil)
+	_ core.Deleter    = (*Store)(nil)
+	_ core.Closer     = (*Store)(nil)
+	_ core.CASBackend = (*Store)(nil)
+)
+
+var (
+	// ErrClosed is returned, wrapped in a *core.StoreError, by every call
+	// after Close.
+	ErrClosed = errors.New("sluice/memcache: store is closed")
+	// ErrNoClient is returned, wrapped in a *core.StoreError, by every call
+	// of a Store that New was given a nil client.
+	ErrNoClient = errors.New("sluice/memcache: store has no client (New was given nil)")
+)
+
+// New returns a Store over c, configured by opts (nil means all defaults).
+// The Store does not own c: Close leaves it usable, and the caller may share
+// it. c's Timeout bounds how long a round trip abandoned at a caller's
+// deadline keeps its goroutine and connection (see the package doc); its
+// MaxIdleConns should cover the requests a process sends at once, or
+// gomemcache dials a new connection for most of them. A nil c gives a Store
+// whose every call fails with ErrNoClient.
+func New(c *gomemcache.Client, opts *Options) *Store {
+	s := &Store{c: c, cfg: opts.config()}
+	s.stats = newCounters(s.cfg.retry.MaxAttempts)
+	if s.cfg.localQueue {
+		s.queue = newQueue()
+	}
+	return s
+}
+
+// ready reports why the store cannot take a call, or nil.
+func (s *Store) ready(ctx context.Context, op string) error {
+	switch {
+	case s.c == nil:
+		return &core.StoreError{Op: op, Err: ErrNoClient}
+	case s.closed.Load():
+		return &core.StoreError{Op: op, Err: ErrClosed}
+	}
+	if err := ctx.Err(); err != nil {
+		return &core.StoreError{Op: op, Err: err}
+	}
+	return nil
+}
+
+// Update applies m to key's state atomically, by compare-and-swap (see
+// core.CASUpdate): gets the item, m.Apply, then cas it (add when the key was
+// absent), and on a conflict start over after a jittered backoff, at most
+// Options.Retry.MaxAttempts times. m.Apply may therefore run more than once
+// (a core.Retimer is retimed before each run); only the run whose write
+// succeeded counts. When Apply returns a nil next, the update ends after the
+// gets: one round trip. Concurrent Updates of one key through this Store
+// take turns, in arrival order, unless Options.NoLocalQueue is set.
+//
+// Errors are *core.StoreError, all matching core.ErrUnavailable: a network
+// or server error; ctx's error when it ends first (also at a backoff);
+// *core.ContentionError when every attempt lost a race; and, matching
+// core.ErrOutcomeUnknown as well, an error after which the write may have
+// happened (a cas or add whose reply was lost or that was still running at
+// ctx's deadline). Update never returns later than ctx's deadline by more
+// than scheduling delay, even when the server stalls. It is safe for
+// concurrent use.
+func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	if err := s.ready(ctx, "update"); err != nil {
+		return err
+	}
+	k := Key(key)
+	if s.queue != nil {
+		t, err := s.queue.wait(ctx, k)
+		if err != nil {
+			s.stats.errors.Add(1)
+			return &core.StoreError{Op: "update", Err: err}
+		}
+		defer s.queue.done(t)
+	}
+	attempts, err := core.CASUpdate(ctx, s, k, m, s.cfg.retry)
+	s.stats.update(attempts, err)
+	if err != nil {
+		return &core.StoreError{Op: "update", Err: err}
+	}
+	return nil
+}
+
+// Load reads key with gets (core.CASBackend). It returns the item's value
+// and the item itself as the token; nil and nil when the key is absent,
+// expired or evicted. It is exported only to satisfy core.CASBackend: use
+// Update.
+func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, err error) {
+	c := newCall(s, verbGets, key)
+	if s.roundTrip(ctx, c) == abandoned {
+		return nil, nil, fmt.Errorf("memcache gets: %w", ctx.Err())
+	}
+	it, err := c.item, c.err
+	c.free()
+	switch {
+	case err == nil:
+		return it.Value, it, nil
+	case errors.Is(err, gomemcache.ErrCacheMiss):
+		return nil, nil, nil
+	}
+	return nil, nil, fmt.Errorf("memcache gets: %w", err)
+}
+
+// Swap writes next with ttl if key still holds what Load saw
+// (core.CASBackend): cas with the token's CAS id, or add when the token is
+// nil. It reports false, with no error, when another writer got there first:
+// cas answered EXISTS (the item changed), NOT_FOUND (the item was deleted,
+// expired or evicted: memcached answers a cas on a missing key so, whatever
+// gomemcache's doc says, and the next Load sees the key absent and adds) or
+// NOT_STORED; add answered NOT_STORED (the key exists). It is exported only
+// to satisfy core.CASBackend: use Update.
+func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (ok bool, err error) {
+	exp := expiration(ttl, s.cfg.skew, s.cfg.clock.Now)
+	var c *call
+	if it, _ := token.(*gomemcache.Item); it != nil {
+		c = newCall(s, verbCas, key)
+		it.Value, it.Flags, it.Expiration = next, 0, exp
+		c.item = it
+	} else {
+		c = newCall(s, verbAdd, key)
+		c.add = gomemcache.Item{Key: key, Value: next, Expiration: exp}
+	}
+	v := c.verb
+	f := s.roundTrip(ctx, c)
+	if f == abandoned {
+		return false, fmt.Errorf("memcache %s: %w", v, core.UnknownOutcome(ctx.Err()))
+	}
+	err = c.err
+	c.free()
+	switch {
+	case err == nil:
+		return true, nil
+	case f == notSent:
+		return false, fmt.Errorf("memcache %s: %w", v, err)
+	case errors.Is(err, gomemcache.ErrCASConflict),
+		errors.Is(err, gomemcache.ErrCacheMiss),
+		errors.Is(err, gomemcache.ErrNotStored):
+		s.stats.conflicts.Add(1)
+		return false, nil
+	case !mayHaveWritten(err):
+		return false, fmt.Errorf("memcache %s: %w", v, err)
+	}
+	return false, fmt.Errorf("memcache %s: %w", v, core.UnknownOutcome(err))
+}
+
+// mayHaveWritten reports whether a write that failed with err may still have
+// been stored. Only errors raised before anything was sent rule it out: a
+// failed or timed-out dial, no server to send to, a key gomemcache refused.
+// Any other error (a deadline or broken connection while the request or its
+// reply was on the wire) leaves the outcome unknown.
+func mayHaveWritten(err error) bool {
+	var cte *gomemcache.ConnectTimeoutError
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &cte),
+		errors.As(err, &oe) && oe.Op == "dial",
+		errors.Is(err, gomemcache.ErrNoServers),
+		errors.Is(err, gomemcache.ErrMalformedKey):
+		return false
+	}
+	return true
+}
+
+// Delete removes key's state, so that its next decision starts fresh.
+// Deleting an absent key is not an error. Errors are *core.StoreError and
+// match core.ErrUnavailable; a delete abandoned at ctx's deadline may still
+// happen.
+func (s *Store) Delete(ctx context.Context, key core.Key) error {
+	if err := s.ready(ctx, "delete"); err != nil {
+		return err
+	}
+	c := newCall(s, verbDelete, Key(key))
+	f := s.roundTrip(ctx, c)
+	var err error
+	if f == abandoned {
+		err = ctx.Err()
+	} else {
+		err = c.err
+		c.free()
+	}
+	if err != nil && !errors.Is(err, gomemcache.ErrCacheMiss) {
+		s.stats.errors.Add(1)
+		return &core.StoreError{Op: "delete", Err: fmt.Errorf("memcache delete: %w", err)}
+	}
+	return nil
+}
+
+// Stats returns the store's counters, among them the retry distribution.
+// It is safe to call at any time, also after Close.
+func (s *Store) Stats() Stats { return s.stats.snapshot() }
+
+// Close makes every later call fail with ErrClosed and waits for the round
+// trips abandoned at a caller's deadline to end (each within the client's
+// Timeout), so that no goroutine of the Store outlives it. It leaves the
+// client open. Close is idempotent and always returns nil.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	s.bg.wait()
+	return nil
+}
