@@ -1,0 +1,21 @@
+// Package echov4 applies a Sluice HTTP policy (nethttp.Policy) to an echo v4
+// application (github.com/labstack/echo/v4, whose handlers take an
+// echo.Context interface). Package echo is the same door for echo v5; the
+// two differ only in the handler signature. It is a thin door: the policy —
+// identity, layers, costs, skip paths, the RateLimit fields, the 429 and
+// 503 problem bodies — lives in package nethttp and is the same for every
+// framework.
+//
+// The route a request matched is echo's Path ("/items/:id"), and
+// nethttp.Identity reads string keys the application set with c.Set (then
+// the request's context):
+//
+//	e := echo.New()
+//	api := e.Group("/api", authenticate, echov4.Middleware(policy))
+//	api.POST("/upload", upload, echov4.Middleware(uploadPolicy))
+//
+// Use it with e.Use or on groups and routes, not with e.Pre: before
+// routing, the route is unknown. A refused request is answered by the
+// policy and the middleware returns nil, so echo's error handler does not
+// write a second response.
+package echov4

@@ -1,0 +1,156 @@
+package nethttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Admission is what an admitted request holds until its handler returns:
+// the leases of its concurrency layers. Done gives them back.
+type Admission struct {
+	ctx    context.Context
+	leases []*core.Lease
+	inline [4]*core.Lease
+}
+
+var admissionPool = sync.Pool{New: func() any { return new(Admission) }}
+
+// Admit decides r under every layer of p. It is the whole HTTP policy; the
+// net/http, gin and echo adapters only call it and translate.
+//
+// When the request may proceed, Admit returns true, having added the
+// RateLimit fields to w's header (and having waited out a leaky bucket's
+// Delay); the caller runs the handler and then calls Done on the returned
+// Admission, in a defer, so that leases are released when the handler
+// panics too. A nil *Admission is valid (Done does nothing).
+//
+// When the request may not proceed, Admit has already written the whole
+// response and returns false; the caller must write nothing more:
+//
+//   - 429 with Retry-After and a quota-exceeded problem body when a layer
+//     denied it (no Retry-After when its cost exceeds the layer's quota,
+//     since no wait would help);
+//   - 503 with a temporary-reduced-capacity problem body when a layer's
+//     store could not decide and its failure policy is fail closed (no
+//     Retry-After: nobody knows when the store is back);
+//   - 503 when the request was cancelled before it was admitted.
+//
+// Skipped requests (SkipPaths, Skip) are admitted untouched. route is the
+// framework's matched route pattern ("" when unknown) and v the
+// application's per-request values (nil means the request's context).
+// Admit never panics on client input and never answers 500.
+func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v Values) (*Admission, bool) {
+	if r.URL != nil && p.skipPath(r.URL.Path) {
+		return nil, true
+	}
+	q := p.newRequest(r, route, v)
+	defer freeRequest(q)
+	if p.skip != nil && p.skip(q) {
+		return nil, true
+	}
+	ctx := r.Context()
+	var inline [4]outcome
+	outs := inline[:0]
+	var a *Admission
+	var delay time.Duration
+	for i := range p.layers {
+		l := &p.layers[i]
+		id := l.identity(q)
+		var d core.Decision
+		var err error
+		if l.leaser {
+			var lease *core.Lease
+			lease, d, err = l.lim.Acquire(ctx, id)
+			if err == nil && lease != nil {
+				if a == nil {
+					a = admissionPool.Get().(*Admission)
+					a.ctx, a.leases = ctx, a.inline[:0]
+				}
+				a.leases = append(a.leases, lease)
+			}
+		} else {
+			n := l.weight
+			if l.cost != nil {
+				if n = max(l.cost(q), 1); n > l.quota {
+					a.Done()
+					p.writeFields(w.Header(), outs, 0)
+					writeProblem(w, http.StatusTooManyRequests, tooCostlyBody(l, n))
+					return nil, false
+				}
+			}
+			d, err = l.lim.AllowN(ctx, id, n)
+		}
+		if err != nil {
+			a.Done()
+			p.writeFields(w.Header(), outs, 0)
+			if ctx.Err() != nil {
+				writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
+			} else {
+				writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
+			}
+			return nil, false
+		}
+		outs = append(outs, outcome{layer: l, d: d})
+		if !d.Allowed {
+			a.Done()
+			ra := max(seconds(d.RetryAfter), 1)
+			h := w.Header()
+			p.writeFields(h, outs, ra)
+			h[HeaderRetryAfter] = []string{strconv.FormatInt(ra, 10)}
+			writeProblem(w, http.StatusTooManyRequests, l.tooMany)
+			return nil, false
+		}
+		delay = max(delay, d.Delay)
+	}
+	p.writeFields(w.Header(), outs, 0)
+	if delay > 0 && !wait(ctx, delay) {
+		a.Done()
+		writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
+		return nil, false
+	}
+	return a, true
+}
+
+// Done releases the request's leases, even when its context is already
+// cancelled (core releases under its own deadline). A release that fails is
+// reclaimed by the store after the policy's LeaseTTL. Done must be called
+// once; after it, a must not be used. It is safe on a nil Admission.
+func (a *Admission) Done() {
+	if a == nil {
+		return
+	}
+	for _, ls := range a.leases {
+		_ = ls.Release(a.ctx)
+	}
+	clear(a.inline[:])
+	a.ctx, a.leases = nil, nil
+	admissionPool.Put(a)
+}
+
+// wait sleeps for d, or until ctx ends; it reports whether d elapsed.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// tooCostlyBody is the 429 body of a request whose cost exceeds the quota.
+func tooCostlyBody(l *layer, n int64) []byte {
+	var pr Problem
+	_ = json.Unmarshal(l.tooMany, &pr)
+	pr.Detail = fmt.Sprintf("The request costs %d units; policy %q admits at most %d at once, so it can never be admitted.", n, l.name, l.quota)
+	b, _ := json.Marshal(pr)
+	return b
+}

@@ -1,0 +1,264 @@
+package nethttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Config is one HTTP policy: the limits a request must pass, who the client
+// is, which requests are not limited, and which header fields are written.
+// NewPolicy checks it once; a Config it rejects never reaches a request.
+type Config struct {
+	// Layers are the limits every request must pass, in order; at least
+	// one. A request is admitted only if every layer admits it. Evaluation
+	// stops at the first layer that denies it or cannot decide: the layers
+	// after it are not charged. Units already taken by earlier rate layers
+	// stay taken (core has no refund, and a refund racing other instances
+	// could over-admit); leases already taken by earlier concurrency layers
+	// are released at once. Put the coarse layers first and the concurrency
+	// layer last, so a lease is never held for a request that is refused.
+	Layers []Layer
+
+	// SkipPaths are request paths that are never limited (health checks,
+	// metrics) and get no rate-limit fields. An entry is an exact path
+	// ("/healthz"), or a subtree when it ends in "/" ("/debug/" matches
+	// "/debug/" and everything under it); "/" alone is the root path only,
+	// never the whole site. A request path is only matched
+	// when it is already clean (no "//", "." or ".." segments), so
+	// "/healthz/../admin" is limited like any other path. Entries must start
+	// with "/" and be clean themselves.
+	SkipPaths []string
+
+	// Skip, when set, reports further requests that are not limited. It is
+	// called after SkipPaths, before any store call.
+	Skip func(q *Request) bool
+
+	// TrustedProxies lists the proxies whose forwarding header is believed,
+	// as CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses.
+	// Empty (the default) means the client is always the connection's
+	// remote address and forwarding headers are ignored.
+	TrustedProxies []string
+
+	// ProxyHeader names the forwarding header read when the direct peer is
+	// a trusted proxy: "X-Forwarded-For" (the default) or "Forwarded" (RFC
+	// 7239). Only one is ever read: a proxy that writes one of them usually
+	// passes the other through from the client untouched.
+	ProxyHeader string
+
+	// IPv4Prefix and IPv6Prefix group client addresses into one identity:
+	// every IPv4 client in the same /IPv4Prefix, every IPv6 client in the
+	// same /IPv6Prefix shares a quota. Defaults 32 and 64 (one IPv6 /64 is
+	// what a single subscriber usually gets, so limiting a single IPv6
+	// address would be no limit at all). Ranges 1..32 and 1..128.
+	IPv4Prefix int
+	IPv6Prefix int
+
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (delta seconds) for the most constrained layer, for
+	// clients that predate the IETF fields.
+	LegacyHeaders bool
+}
+
+// Layer is one limit of a Config.
+type Layer struct {
+	// Limiter decides the layer; required. A Limiter whose algorithm holds
+	// leases (core.Leaser: the concurrency limit) is a concurrency layer:
+	// each admitted request holds one lease until its handler returns.
+	Limiter *core.Limiter
+
+	// Key picks the identity a request is counted under. Nil means the
+	// client address (see Request.Client). When Key returns "", the client
+	// address is used instead, so a request is never unlimited because its
+	// key is missing. Keys are hashed by core before they reach a store and
+	// are never written to a response.
+	Key KeyFunc
+
+	// Weight is the fixed cost of every request, in units: 0 means 1. It
+	// must not exceed the limiter's Quota (NewPolicy checks). Concurrency
+	// layers take one lease per request and accept no Weight or Cost.
+	Weight int64
+
+	// Cost, when set, computes the cost per request instead of Weight. A
+	// result below 1 is charged as 1 (a cost function cannot make a
+	// request free); a result above the limiter's Quota can never be
+	// admitted and is answered 429 without Retry-After.
+	Cost CostFunc
+}
+
+// KeyFunc returns the identity a request is counted under, or "" for the
+// client address. It runs on every limited request and must be safe for
+// concurrent use.
+type KeyFunc func(q *Request) string
+
+// CostFunc returns the units a request costs. It runs on every limited
+// request and must be safe for concurrent use.
+type CostFunc func(q *Request) int64
+
+// Header names the policy writes, in their canonical form.
+const (
+	HeaderRateLimit       = "Ratelimit"
+	HeaderRateLimitPolicy = "Ratelimit-Policy"
+	HeaderRetryAfter      = "Retry-After"
+	HeaderLegacyLimit     = "X-Ratelimit-Limit"
+	HeaderLegacyRemaining = "X-Ratelimit-Remaining"
+	HeaderLegacyReset     = "X-Ratelimit-Reset"
+	headerXFF             = "X-Forwarded-For"
+	headerForwarded       = "Forwarded"
+)
+
+// Policy is a checked Config, shared by the net/http, gin and echo
+// adapters. It is immutable and safe for concurrent use.
+type Policy struct {
+	layers      []layer
+	policyField string // the RateLimit-Policy value: constant for a Policy
+	skipExact   map[string]struct{}
+	skipTree    []string
+	skip        func(q *Request) bool
+	proxies     []netip.Prefix
+	forwarded   bool // read Forwarded rather than X-Forwarded-For
+	v4bits      int
+	v6bits      int
+	legacy      bool
+}
+
+// layer is a Layer with everything a request needs computed once.
+type layer struct {
+	lim    *core.Limiter
+	name   string
+	quota  int64
+	leaser bool
+	key    KeyFunc
+	weight int64
+	cost   CostFunc
+	// Precomputed response parts, so a denial costs no formatting.
+	item        string // the policy name as a structured-field String
+	tooMany     []byte // the 429 problem body
+	unavailable []byte // the 503 problem body
+}
+
+// NewPolicy checks cfg and returns the Policy every adapter serves. Every
+// mistake in cfg is reported here, naming the field, never at request time.
+func NewPolicy(cfg Config) (*Policy, error) {
+	if len(cfg.Layers) == 0 {
+		return nil, errors.New("sluice/nethttp: Config.Layers is empty: at least one limit is needed")
+	}
+	p := &Policy{skip: cfg.Skip, legacy: cfg.LegacyHeaders}
+	names := make(map[string]bool, len(cfg.Layers))
+	var field strings.Builder
+	for i, l := range cfg.Layers {
+		if l.Limiter == nil {
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Limiter is nil", i)
+		}
+		pol := l.Limiter.Policy()
+		if names[pol.Name] {
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d]: policy name %q is used by two layers; each layer needs its own name (it names the layer's counters and its RateLimit item)", i, pol.Name)
+		}
+		names[pol.Name] = true
+		ly := layer{lim: l.Limiter, name: pol.Name, quota: l.Limiter.Quota(), key: l.Key, weight: l.Weight, cost: l.Cost}
+		_, ly.leaser = l.Limiter.Algorithm().(core.Leaser)
+		switch {
+		case ly.leaser && (l.Weight != 0 || l.Cost != nil):
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d] (%s) is a concurrency limit: each request holds one lease, so Weight and Cost must be unset", i, pol.Name)
+		case l.Weight < 0 || l.Weight > ly.quota:
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d is outside 0..%d (the quota of policy %q)", i, l.Weight, ly.quota, pol.Name)
+		case l.Weight != 0 && l.Cost != nil:
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d] sets both Weight and Cost; set one", i)
+		}
+		if ly.weight == 0 {
+			ly.weight = 1
+		}
+		ly.item = `"` + pol.Name + `"`
+		ly.tooMany = problemBody(quotaExceeded, pol.Name, "")
+		ly.unavailable = problemBody(reducedCapacity, pol.Name, "The rate limit could not be checked.")
+		if i > 0 {
+			field.WriteString(", ")
+		}
+		appendPolicyItem(&field, &pol, ly.leaser, ly.quota)
+		p.layers = append(p.layers, ly)
+	}
+	p.policyField = field.String()
+
+	if err := p.setSkipPaths(cfg.SkipPaths); err != nil {
+		return nil, err
+	}
+	for i, s := range cfg.TrustedProxies {
+		pfx, err := parseTrusted(s)
+		if err != nil {
+			return nil, fmt.Errorf("sluice/nethttp: TrustedProxies[%d]: %w", i, err)
+		}
+		p.proxies = append(p.proxies, pfx)
+	}
+	switch http.CanonicalHeaderKey(cfg.ProxyHeader) {
+	case "", headerXFF:
+	case headerForwarded:
+		p.forwarded = true
+	default:
+		return nil, fmt.Errorf("sluice/nethttp: ProxyHeader %q: want %q or %q", cfg.ProxyHeader, headerXFF, headerForwarded)
+	}
+	var err error
+	if p.v4bits, err = prefixBits("IPv4Prefix", cfg.IPv4Prefix, 32, 32); err != nil {
+		return nil, err
+	}
+	if p.v6bits, err = prefixBits("IPv6Prefix", cfg.IPv6Prefix, 64, 128); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// MustPolicy is NewPolicy for configurations written in code: it panics on
+// an error, which a test of the program finds at once.
+func MustPolicy(cfg Config) *Policy {
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func prefixBits(field string, v, def, max int) (int, error) {
+	if v == 0 {
+		return def, nil
+	}
+	if v < 1 || v > max {
+		return 0, fmt.Errorf("sluice/nethttp: %s %d is outside 1..%d", field, v, max)
+	}
+	return v, nil
+}
+
+// parseTrusted reads "10.0.0.0/8" or "10.0.0.1".
+func parseTrusted(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if pfx.Addr().Is4In6() {
+			// ::ffff:10.0.0.0/104 would never match: peers are unmapped.
+			return netip.Prefix{}, fmt.Errorf("%q: write IPv4-mapped prefixes in IPv4 form", s)
+		}
+		return pfx.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: a trusted proxy cannot have a zone", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Layers returns the policy names of the layers, in order.
+func (p *Policy) Layers() []string {
+	names := make([]string, len(p.layers))
+	for i := range p.layers {
+		names[i] = p.layers[i].name
+	}
+	return names
+}

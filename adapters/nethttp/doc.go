@@ -1,0 +1,110 @@
+// Package nethttp is Sluice's HTTP policy and its net/http middleware. The
+// gin and echo adapters are thin doors onto the same policy: they hand the
+// request to Policy.Admit and translate the result, so every framework
+// identifies clients, counts, answers and fails in exactly the same way.
+//
+//	policy, err := nethttp.NewPolicy(nethttp.Config{
+//		Layers: []nethttp.Layer{
+//			{Limiter: perIP},                                   // coarse, by address
+//			{Limiter: perUser, Key: nethttp.Identity(userKey)}, // by authenticated user
+//			{Limiter: inFlight},                                // concurrency, last
+//		},
+//		SkipPaths:      []string{"/healthz"},
+//		TrustedProxies: []string{"10.0.0.0/8"},
+//	})
+//	mux.Handle("POST /upload", nethttp.Middleware(policy)(upload))
+//
+// # Who the client is
+//
+// By default a request is counted under its client address: the
+// connection's remote address. Forwarding headers are read only when that
+// peer is inside Config.TrustedProxies, and only the one named by
+// Config.ProxyHeader (X-Forwarded-For, or Forwarded per RFC 7239). The
+// header is walked from the right — the end the nearest proxy wrote — past
+// trusted proxies to the first address that is not one: that is the client.
+// Hops to its left were written by the client or by untrusted proxies and
+// are never read, so a client cannot choose its own identity. A hop that
+// is not an address (garbage, "unknown", an obfuscated node) stops the walk
+// at the last trusted hop. Ports, IPv6 brackets and zones are accepted and
+// dropped; IPv4-mapped IPv6 addresses are IPv4. Addresses are grouped: every
+// IPv6 client of one /64 (Config.IPv6Prefix) shares a quota, since one
+// subscriber usually holds a whole /64; IPv4 clients are grouped by /32
+// (Config.IPv4Prefix). A peer that is not an IP address (a Unix socket)
+// has no address; all such requests share one identity.
+//
+// A Layer's Key can count requests under something else: Identity (a value
+// the application stored after its own authentication), Route (the matched
+// route pattern: one quota for everyone on it), Header (a header the client
+// sends — only when something before this middleware validates it), or any
+// KeyFunc. A key that is missing ("") falls back to the client address, so
+// no request goes unlimited because it lacks one. Identities are hashed by
+// core before they reach a store and are never written to a response.
+//
+// # Layers
+//
+// A request must pass every layer, in order. Evaluation stops at the first
+// layer that refuses it (or cannot decide): later layers are not charged.
+// Units already taken by earlier rate layers stay taken — core offers no
+// refund, and a refund racing the other instances could over-admit; a
+// refused request still counted against the coarser limits it passed,
+// which is the conservative side. Leases already taken by earlier
+// concurrency layers are released at once. So put the coarse, cheap layers
+// first and a concurrency layer last.
+//
+// Policies per route or group are middleware per route or group: wrap the
+// handler inside the mux (net/http), or attach the middleware to a gin or
+// echo route or group. Policies attached at two levels stack: both are
+// checked, the outer first, and both write their RateLimit items.
+//
+// Each rate layer charges Layer.Weight units per request, or what
+// Layer.Cost computes. A concurrency layer (an algorithm that holds leases)
+// takes one lease per request, held until the handler returns — also when
+// it panics; the panic then continues up the stack.
+//
+// # Responses
+//
+// An admitted request gets the IETF RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-11) as Structured Field Lists, one
+// item per layer that decided it:
+//
+//	RateLimit-Policy: "per-ip";q=100;w=60, "in-flight";q=8;qu="concurrent-requests"
+//	RateLimit: "per-ip";r=41;t=17, "in-flight";r=7;t=60
+//
+// q and w are the policy's Limit and Window (w only when the window is a
+// whole number of seconds; a bucket's burst, when it differs from its
+// rate, as sluice-burst); r is Decision.Remaining and t is
+// Decision.ResetAfter rounded up to whole seconds, from the very decision
+// that admitted or refused the request — never a second read. A decision
+// the failure policy made (Degraded) gets no RateLimit item: nothing is
+// known about the quota. The legacy X-RateLimit-Limit, -Remaining and
+// -Reset (delta seconds) describe the most constrained layer and are
+// written only with Config.LegacyHeaders.
+//
+// A refused request gets 429 Too Many Requests, a Retry-After in whole
+// seconds (rounded up, at least 1: a request sent after it is admitted, if
+// nothing else is), every RateLimit t capped at Retry-After so that
+// Retry-After never points before the end of an effective window, and an
+// RFC 9457 application/problem+json body of type
+// https://iana.org/assignments/http-problem-types#quota-exceeded naming the
+// refusing layer in violated-policies. A request whose cost exceeds a
+// layer's quota could never be admitted: 429 without Retry-After.
+//
+// A leaky-bucket layer may admit a request with Decision.Delay: once every
+// layer has admitted it, the request waits the longest Delay before its
+// handler runs, holding its concurrency leases meanwhile (a queued request
+// is in flight). If the request is cancelled while it waits (or while a
+// store is asked), it gets 503, its leases are released and the handler
+// never runs.
+//
+// # When the store cannot decide
+//
+// A Limiter whose store fails (core.ErrUnavailable) applies its own
+// failure policy. Failing closed, the request gets 503 Service Unavailable
+// with a problem of type
+// https://iana.org/assignments/http-problem-types#temporary-reduced-capacity
+// naming the layer, and no Retry-After (nobody knows when the store will be
+// back). Failing open or to a fallback limiter, core admits or decides
+// (Decision.Degraded) and the handler runs. The policy never answers 500
+// and never panics on a request; a Config mistake is an error from
+// NewPolicy, not a surprise at request time.
+package nethttp

@@ -1,0 +1,122 @@
+package nethttp
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// This file writes the IETF RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-11) as Structured Field Lists
+// (RFC 9651), plus Retry-After and the optional legacy X-RateLimit-* trio.
+//
+//	RateLimit-Policy: "per-ip";q=100;w=60, "uploads";q=4;qu="concurrent-requests"
+//	RateLimit: "per-ip";r=41;t=17, "uploads";r=3;t=60
+//
+// Policy names are SF Strings; core.Policy.Validate allows only
+// [A-Za-z0-9._-] in a name, so a name never needs escaping.
+
+// appendPolicyItem writes one RateLimit-Policy item. q is the long-run
+// quota per window w. For a bucket algorithm, whose burst (the quota a
+// client sees at once, Decision.Limit) differs from the rate, the burst is
+// the vendor parameter sluice-burst. A window that is not a whole number of
+// seconds has no w (the field has no sub-second precision, and rounding it
+// would misstate the rate). A concurrency limit has no window; its unit is
+// concurrent-requests.
+func appendPolicyItem(b *strings.Builder, p *core.Policy, concurrency bool, quota int64) {
+	b.WriteString(`"`)
+	b.WriteString(p.Name)
+	b.WriteString(`";q=`)
+	b.WriteString(strconv.FormatInt(p.Limit, 10))
+	if concurrency {
+		b.WriteString(`;qu="concurrent-requests"`)
+		return
+	}
+	if p.Window%time.Second == 0 {
+		b.WriteString(";w=")
+		b.WriteString(strconv.FormatInt(int64(p.Window/time.Second), 10))
+	}
+	if quota != p.Limit {
+		b.WriteString(";sluice-burst=")
+		b.WriteString(strconv.FormatInt(quota, 10))
+	}
+}
+
+// seconds rounds d up to whole seconds (delay-seconds), 0 for d <= 0.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// outcome is one layer's decision for one request.
+type outcome struct {
+	layer *layer
+	d     core.Decision
+}
+
+// writeFields adds RateLimit-Policy and RateLimit (and the legacy trio when
+// enabled) from the decisions that were made for this request: the same
+// decisions that admitted or refused it, never a second read. A Degraded
+// decision gets no RateLimit item: fail open knows nothing about the
+// quota, and a fallback limiter's counts are not the fleet's. When the
+// response is a 429 with retryAfter seconds, every t is capped at
+// retryAfter, so Retry-After never points before the end of an effective
+// window ("at most r units within t seconds" stays true for a shorter t).
+// The IETF fields are added, not set: when two policies are stacked (a
+// group's and a route's), the response lists the items of both, which a
+// Structured Field List allows across several field lines.
+func (p *Policy) writeFields(h http.Header, outs []outcome, retryAfter int64) {
+	var buf [256]byte
+	b := buf[:0]
+	tight := -1
+	for i := range outs {
+		o := &outs[i]
+		if o.d.Degraded {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		t := seconds(o.d.ResetAfter)
+		if retryAfter > 0 && t > retryAfter {
+			t = retryAfter
+		}
+		b = append(b, o.layer.item...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(o.d.Remaining, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+		if tight < 0 || !o.d.Allowed || (outs[tight].d.Allowed && o.d.Remaining < outs[tight].d.Remaining) {
+			tight = i
+		}
+	}
+	switch {
+	case len(b) == 0:
+		h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], p.policyField)
+	case h[HeaderRateLimitPolicy] == nil && h[HeaderRateLimit] == nil:
+		// The usual case, in one allocation: both fields share a backing
+		// array, each capped so that a later append copies instead of
+		// overwriting the other.
+		vs := []string{p.policyField, string(b)}
+		h[HeaderRateLimitPolicy] = vs[0:1:1]
+		h[HeaderRateLimit] = vs[1:2:2]
+	default:
+		h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], p.policyField)
+		h[HeaderRateLimit] = append(h[HeaderRateLimit], string(b))
+	}
+	if p.legacy && tight >= 0 {
+		d := &outs[tight].d
+		t := seconds(d.ResetAfter)
+		if retryAfter > 0 && t > retryAfter {
+			t = retryAfter
+		}
+		h[HeaderLegacyLimit] = []string{strconv.FormatInt(d.Limit, 10)}
+		h[HeaderLegacyRemaining] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
+		h[HeaderLegacyReset] = []string{strconv.FormatInt(t, 10)}
+	}
+}

@@ -1,0 +1,58 @@
+package nethttp
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+func (p *Policy) setSkipPaths(paths []string) error {
+	for i, s := range paths {
+		if !strings.HasPrefix(s, "/") || !cleanPath(s) {
+			return fmt.Errorf("sluice/nethttp: SkipPaths[%d] %q: want a clean absolute path such as \"/healthz\" or \"/debug/\"", i, s)
+		}
+		if len(s) > 1 && strings.HasSuffix(s, "/") {
+			p.skipTree = append(p.skipTree, s)
+			continue
+		}
+		if p.skipExact == nil {
+			p.skipExact = make(map[string]struct{}, len(paths))
+		}
+		p.skipExact[s] = struct{}{}
+	}
+	return nil
+}
+
+// skipPath reports whether a request path is in SkipPaths. Only clean paths
+// match: a router that cleans "/healthz/../admin" into "/admin" must not
+// thereby serve /admin unlimited.
+func (p *Policy) skipPath(s string) bool {
+	if p.skipExact == nil && p.skipTree == nil {
+		return false
+	}
+	if !cleanPath(s) {
+		return false
+	}
+	if _, ok := p.skipExact[s]; ok {
+		return true
+	}
+	for _, t := range p.skipTree {
+		if strings.HasPrefix(s, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanPath reports whether s is what path.Clean makes of it, allowing one
+// trailing slash.
+func cleanPath(s string) bool {
+	if s == "" || s[0] != '/' {
+		return false
+	}
+	t := s
+	if len(t) > 1 && t[len(t)-1] == '/' {
+		t = t[:len(t)-1]
+	}
+	return path.Clean(t) == t
+}
