@@ -183,6 +183,42 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
+// deadlineStore records the deadline each call saw.
+type deadlineStore struct {
+	mapStore
+	mu       sync.Mutex
+	deadline time.Time
+	had      bool
+}
+
+func (s *deadlineStore) Update(ctx context.Context, key Key, m Mutation) error {
+	s.mu.Lock()
+	s.deadline, s.had = ctx.Deadline()
+	s.mu.Unlock()
+	return nil
+}
+
+func TestDeadlineIsTheSoonerOfTwo(t *testing.T) {
+	s := &deadlineStore{}
+	l := newTestLimiter(t, Config{Store: s, Timeout: time.Hour})
+	_, _ = l.Allow(context.Background(), "k")
+	if !s.had || time.Until(s.deadline) < 59*time.Minute {
+		t.Fatalf("no caller deadline: the store saw %v (had %v), want the limiter's hour", s.deadline, s.had)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	_, _ = l.Allow(ctx, "k")
+	if !s.deadline.Equal(want) {
+		t.Fatalf("a caller deadline sooner than Timeout: the store saw %v, want the caller's %v", s.deadline, want)
+	}
+	l = newTestLimiter(t, Config{Store: s, Timeout: time.Millisecond})
+	_, _ = l.Allow(ctx, "k")
+	if time.Until(s.deadline) > 10*time.Millisecond {
+		t.Fatalf("a caller deadline later than Timeout: the store saw %v, want the limiter's 1ms", s.deadline)
+	}
+}
+
 func TestCallerCancellation(t *testing.T) {
 	l := newTestLimiter(t, Config{Store: &mapStore{block: true}, Timeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())

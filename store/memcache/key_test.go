@@ -2,6 +2,7 @@ package memcache_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,34 +76,35 @@ func FuzzKey(f *testing.F) {
 	})
 }
 
-// TestIllegalPrefixWorks: a Limiter whose prefix memcached could not take as
-// it is (too long, with spaces and a newline) still decides, and a prefix
-// that differs only at its end keeps counters of its own.
+// TestIllegalPrefixWorks: core.New refuses a prefix memcached could not
+// take, so a Limiter never builds such a key; a caller that builds a
+// core.Key itself (too long, with spaces and a newline) still gets a working
+// key, and namespaces that differ only at their end keep states of their own.
 func TestIllegalPrefixWorks(t *testing.T) {
-	s := newStore(t, nil, firstServer(t))
 	p := core.Policy{Name: "p", Limit: 1, Window: time.Hour}
 	base := strings.Repeat("a long prefix with spaces ", 20) + uniqueKey(t).Identity + "\n"
-	var ls []*core.Limiter
-	for _, suffix := range []string{"1", "2"} {
-		l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.FixedWindow{}, Store: s, Prefix: base + suffix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
+	if _, err := core.New(core.Config{Policy: p, Algorithm: algorithm.FixedWindow{}, Store: newStore(t, nil, firstServer(t)), Prefix: base}); err == nil {
+		t.Fatal("core.New accepted a prefix with spaces and a newline")
 	}
+	s := newStore(t, nil, firstServer(t))
 	ctx := context.Background()
-	for i, l := range ls {
-		for j, want := range []bool{true, false} {
-			d, err := l.Allow(ctx, "id")
-			if err != nil {
-				t.Fatalf("limiter %d, call %d: %v", i, j, err)
-			}
-			if d.Allowed != want {
-				t.Fatalf("limiter %d, call %d: allowed %v, want %v", i, j, d.Allowed, want)
-			}
+	keys := []core.Key{{Namespace: base + "1", Identity: "id"}, {Namespace: base + "2", Identity: "id"}}
+	for i, k := range keys {
+		t.Cleanup(func() { _ = s.Delete(ctx, k) })
+		if err := s.Update(ctx, k, put(fmt.Sprint("state-", i), time.Hour)); err != nil {
+			t.Fatalf("key %d: %v", i, err)
 		}
-		if err := l.Reset(ctx, "id"); err != nil {
-			t.Fatal(err)
+	}
+	for i, k := range keys {
+		var got []byte
+		if err := s.Update(ctx, k, mutationFunc(func(state []byte) ([]byte, time.Duration) {
+			got = append(got[:0], state...)
+			return nil, 0
+		})); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+		if want := fmt.Sprint("state-", i); string(got) != want {
+			t.Fatalf("key %d holds %q, want %q: namespaces that differ at their end share a key", i, got, want)
 		}
 	}
 }
