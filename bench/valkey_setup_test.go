@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
+)
+
+// The Valkey store against its peers, on one redis-server, in one run:
+//
+//	sluice          core.Limiter over store/valkey with a per-call deadline
+//	                (Config.Timeout 1s: it costs what the default 100ms
+//	                costs, and a loaded machine does not trip it)
+//	sluice-nodl     the same with Config.Timeout < 0: no per-call deadline,
+//	                which shows what the deadline itself costs
+//	valkey-evalsha  valkey-go alone: EVALSHA of the same Lua script, the key
+//	                and arguments built once, no deadline: the floor
+//	redis_rate      go-redis/redis_rate v10 (GCRA) on a go-redis client
+//
+// Every case decides one unit for one hot key, admitted nearly always
+// (valkeyBenchPolicy is a million per second).
+
+// valkeyBenchPolicy is the limit every case enforces.
+var valkeyBenchPolicy = core.Policy{Name: "bench", Limit: 1_000_000, Window: time.Second}
+
+// valkeyAddr is the redis-server to measure against, from SLUICE_REDIS_ADDR
+// (scripts/servers.sh sets it). The bench module cannot import the main
+// module's internal/testenv, so it repeats its rule: missing is a failure
+// when SLUICE_REQUIRE_SERVERS or CI is set, a skip otherwise.
+func valkeyAddr(tb testing.TB) string {
+	tb.Helper()
+	if a := os.Getenv("SLUICE_REDIS_ADDR"); a != "" {
+		return a
+	}
+	if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
+		tb.Fatal("SLUICE_REDIS_ADDR is not set: run through scripts/servers.sh (make bench)")
+	}
+	tb.Skip("SLUICE_REDIS_ADDR is not set; scripts/servers.sh starts a redis-server for these benchmarks")
+	return ""
+}
+
+// valkeyStep is one decision of a case: whether it was admitted.
+type valkeyStep func(ctx context.Context) (allowed bool, err error)
+
+// valkeyCase builds a step against addr for alg; it registers its teardown
+// with tb.Cleanup.
+type valkeyCase struct {
+	name  string
+	setup func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep
+}
+
+var valkeyAlgorithms = []core.Algorithm{algorithm.GCRA{}, algorithm.TokenBucket{}}
+
+var valkeyCases = []valkeyCase{
+	{"sluice", func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+		return valkeySluice(tb, addr, alg, time.Second)
+	}},
+	{"sluice-nodl", func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+		return valkeySluice(tb, addr, alg, -1)
+	}},
+	{"valkey-evalsha", valkeyRawEvalsha},
+	{"redis_rate", valkeyRedisRate},
+}
+
+func valkeyClient(tb testing.TB, addr string) valkeygo.Client {
+	tb.Helper()
+	c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		tb.Fatalf("valkey-go client for %s: %v", addr, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// valkeyIdentity is an identity no earlier run used.
+func valkeyIdentity(tb testing.TB) string {
+	tb.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	return "bench-" + hex.EncodeToString(b[:])
+}
+
+func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.Duration) valkeyStep {
+	c := valkeyClient(tb, addr)
+	s := valkey.New(c, nil)
+	l, err := core.New(core.Config{Policy: valkeyBenchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id := valkeyIdentity(tb)
+	tb.Cleanup(func() { _ = l.Reset(context.Background(), id) })
+	return func(ctx context.Context) (bool, error) {
+		d, err := l.Allow(ctx, id)
+		return d.Allowed, err
+	}
+}
+
+func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+	c := valkeyClient(tb, addr)
+	sc := alg.(core.Scripted).Script()
+	key := core.Key{Namespace: "sluice:bench", Identity: valkeyIdentity(tb)}.String()
+	tb.Cleanup(func() { c.Do(context.Background(), c.B().Del().Key(key).Build()) })
+	if err := c.Do(context.Background(), c.B().ScriptLoad().Script(sc.Source).Build()).Error(); err != nil {
+		tb.Fatal(err)
+	}
+	a := core.NewScriptArgs(&valkeyBenchPolicy, 0, 1)
+	argv := []string{"0", "1"}
+	for _, n := range []int64{a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL} {
+		argv = append(argv, strconv.FormatInt(n, 10))
+	}
+	argv = append(argv, "0", "0")
+	return func(ctx context.Context) (bool, error) {
+		vs, err := c.Do(ctx, c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(key).Arg(argv...).Build()).ToArray()
+		if err != nil || len(vs) == 0 {
+			return false, err
+		}
+		allowed, err := vs[0].ToInt64()
+		return allowed == 1, err
+	}
+}
+
+func valkeyRedisRate(tb testing.TB, addr string, _ core.Algorithm) valkeyStep {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	l := redis_rate.NewLimiter(rdb)
+	key := valkeyIdentity(tb)
+	limit := redis_rate.PerSecond(int(valkeyBenchPolicy.Limit))
+	tb.Cleanup(func() { _ = l.Reset(context.Background(), key) })
+	return func(ctx context.Context) (bool, error) {
+		res, err := l.Allow(ctx, key, limit)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}
+}

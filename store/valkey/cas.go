@@ -1,0 +1,107 @@
+package valkey
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	valkeygo "github.com/valkey-io/valkey-go"
+)
+
+// casScript is the store's compare-and-set: write ARGV[2] with a TTL of
+// ARGV[3] ms if KEYS[1] still holds ARGV[1]. An absent key reads as false
+// in Lua, which equals no string, so it never matches: absent keys take
+// SET NX instead. Replies 1 when it wrote, 0 when another writer got there
+// first.
+var casScript = core.NewScript("valkey-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+`)
+
+// Update applies m to key's state atomically, for algorithms without a Lua
+// twin (or limiters with Config.NoScript): GET, m.Apply, then a
+// compare-and-set (the store's own small script, or SET NX for an absent
+// key), retried on a conflict by core.CASUpdate within Options.Retry. The
+// key's TTL is the algorithm's, plus Options.ClockSkew.
+//
+// Errors are *core.StoreError matching core.ErrUnavailable: a network error
+// or deadline (matching core.ErrOutcomeUnknown too when it came after a
+// compare-and-set was sent), or a *core.ContentionError when every attempt
+// lost a race. Update is safe for concurrent use.
+func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	if err := s.ready(ctx, "update"); err != nil {
+		return err
+	}
+	if m == nil {
+		return &core.StoreError{Op: "update", Err: errNoMutation}
+	}
+	_, err := core.CASUpdate(ctx, (*casBackend)(s), key.String(), m, s.retry)
+	if err != nil {
+		var se *core.StoreError
+		if !errors.As(err, &se) {
+			err = &core.StoreError{Op: "update", Err: err}
+		}
+	}
+	return err
+}
+
+var errNoMutation = errors.New("sluice/valkey: nil mutation")
+
+// casBackend gives core.CASUpdate the store's Load and Swap without adding
+// them to Store's method set.
+type casBackend Store
+
+// Load reads key with GET. The token is the state as read, which the swap
+// compares byte for byte. valkey-go may retry a GET after a network error;
+// a read can be repeated safely.
+func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
+	resp := b.c.Do(ctx, b.c.B().Get().Key(key).Build())
+	v, err := resp.ToString()
+	switch {
+	case valkeygo.IsValkeyNil(err):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, storeError("update", err, false)
+	}
+	// Apply may write into the state's array: give it a copy of its own.
+	return []byte(v), v, nil
+}
+
+// Swap writes next if key still holds token (or, for a nil token, is still
+// absent). It is sent once: valkey-go never retries a write.
+func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
+	ms := pxMillis(ttl + b.skew)
+	c := b.c
+	if token == nil {
+		resp := c.Do(ctx, c.B().Set().Key(key).Value(string(next)).Nx().PxMilliseconds(ms).Build())
+		if err := resp.Error(); err != nil {
+			if valkeygo.IsValkeyNil(err) { // NX refused: someone created it first
+				return false, nil
+			}
+			return false, storeError("update", err, true)
+		}
+		return true, nil
+	}
+	old, _ := token.(string)
+	argv := [3]string{old, string(next), strconv.FormatInt(ms, 10)}
+	resp := c.Do(ctx, c.B().Evalsha().Sha1(casScript.Hash).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+	if isNoScript(resp.Error()) {
+		resp = c.Do(ctx, c.B().Eval().Script(casScript.Source).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+	}
+	n, err := resp.ToInt64()
+	if err != nil {
+		return false, storeError("update", err, true)
+	}
+	return n == 1, nil
+}
+
+// pxMillis rounds ttl up to whole milliseconds, at least one: PX takes a
+// positive integer, and an early expiry could hand a client a fresh quota.
+func pxMillis(ttl time.Duration) int64 {
+	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}

@@ -1,0 +1,112 @@
+// Package valkey is a Sluice store in Valkey (or Redis) through the
+// valkey-go client: each decision is one server-side Lua script, run in one
+// round trip, so every instance of a fleet shares one exact limit.
+//
+//	c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+//	...
+//	lim, err := core.New(core.Config{
+//		Policy:    core.PerSecond("api", 100),
+//		Algorithm: algorithm.GCRA{},
+//		Store:     valkey.New(c, nil),
+//	})
+//
+// The package is tested against redis-server (Debian has no valkey-server
+// package; Valkey speaks the same protocol and runs the same Lua), single
+// node and a 3-master cluster.
+//
+// # Clients
+//
+// New takes any valkeygo.Client: a single node, a cluster (valkey-go
+// discovers the slots and follows MOVED and ASK), sentinel, or a standalone
+// primary with replicas. Every command the store sends writes, or reads for
+// a write (GET before a compare-and-set), so a ClientOption.SendToReplicas
+// must route none of EVALSHA, EVAL, GET or SET to a replica. The Store does
+// not own the client: Close leaves it open for the caller to close.
+//
+// valkey-go pipelines concurrent commands on one connection per node
+// (ClientOption.PipelineMultiplex) by itself, which is the fastest way to
+// reach the server's own limit: there is no pool to size, and a Store, like
+// its client, is meant to be shared by every limiter of a process.
+//
+// # Scripts
+//
+// RunScript sends EVALSHA with the algorithm's script hash, and EVAL with
+// its source only when the server answers NOSCRIPT (after a restart, a
+// failover or SCRIPT FLUSH), which means the script did not run; the EVAL
+// also puts the script back in that node's cache. A caller never sees
+// NOSCRIPT. Arguments follow core.ScriptArgs; the lease id travels as
+// decimal text. With ScriptArgs.Now zero (a Limiter without a Clock) the
+// script reads the server's TIME, so instances with skewed clocks agree.
+//
+// The store builds its EVALSHA and EVAL commands itself instead of using
+// valkey-go's Lua helper: core.Script already carries the hash, the
+// policy's arguments are formatted once per policy and reused, and the
+// store decides what each error means between the two commands. (The
+// helper would behave the same on retries when made with NewLuaScript; one
+// made with NewLuaScriptRetryable would resend a script whose reply was
+// lost, which a rate limiter must never do.)
+//
+// # Deadlines and unknown outcomes
+//
+// A call ends at its context's deadline, but the server may already have run
+// the script: valkey-go returns "context deadline exceeded" for a reply that
+// did not arrive in time, and a command still queued on the connection when
+// its context ends may yet be sent. Such an error, and any other client-side
+// error after the command may have gone out (a cancelled context, a broken
+// or closing connection), matches core.ErrOutcomeUnknown as well as
+// core.ErrUnavailable: the Limiter hands it to its failure policy, and the
+// script is never sent again for the same decision. The same holds for a
+// Lua runtime error (it may come after the script wrote) and a reply that
+// is not six integers. An error reply the server sends before running
+// anything (OOM, READONLY, BUSY, MOVED past the redirect limit, ...) and a
+// failed dial are known outcomes: nothing changed.
+//
+// valkey-go itself never resends a script, as read in its v1.0.79 source:
+//
+//   - Do retries after a network error only commands marked retryable:
+//     read-only ones (GET) and those built with ToRetryable. EVALSHA, EVAL
+//     and SET are writes and are not marked, so ClientOption.DisableRetry
+//     changes nothing for them (it only stops GET retries, which are safe).
+//     DoMulti retries a batch only when every command in it is retryable;
+//     the store sends each command alone, with Do.
+//   - The cluster client resends a command on MOVED and ASK, and retries
+//     retryable commands on TRYAGAIN, CLUSTERDOWN and LOADING. A redirect is
+//     the server refusing a command it did not run, so following it sends
+//     the script once; a NOSCRIPT from the new node falls back to EVAL as
+//     above. The standalone client's REDIRECT handling is the same.
+//   - The one exception is ClientOption.ConnLifetime: valkey-go resends any
+//     command, writes included, that fails with its internal "connection is
+//     expired" error, and a command in flight on an expiring connection
+//     whose server stays silent for a second fails with that error. Leave
+//     ConnLifetime at zero (the default) on a client given to this store.
+//
+// The package's tests hold both to this, behind a proxy that delivers
+// requests but withholds replies: a call returns at its deadline with an
+// unknown outcome and the server counts exactly one run; and when the
+// connection then breaks, long before the deadline, valkey-go does not send
+// the script again on a new connection (as it would a retryable command).
+//
+// # Cluster
+//
+// A store key is "<prefix>:<policy>:{<hash>}" (core.Key.String): the braces
+// are a hash tag, so all keys of one identity share a slot. Every command
+// the store sends names one key, so it is never cross-slot, which
+// valkey-go's cluster client refuses.
+//
+// # Generic path
+//
+// Algorithms without a Lua twin, and limiters with core.Config.NoScript,
+// use Update: GET, the algorithm's Go step, then a compare-and-set, driven
+// by core.CASUpdate with Options.Retry. The compare-and-set is the store's
+// own small script ("if GET still returns what was read, SET PX") or, for
+// an absent key, SET NX PX. TTLs are rounded up to whole milliseconds. Here
+// the Limiter's clock decides, not the server's. (Valkey 8.1's SET IFEQ
+// would do without the script; Redis has no such option.)
+//
+// # Errors
+//
+// Every error is a *core.StoreError and matches core.ErrUnavailable; it
+// also matches core.ErrOutcomeUnknown as described above, and
+// core.ErrContention (a *core.ContentionError inside) when the generic
+// path's compare-and-set lost every attempt. A denial is never an error.
+package valkey

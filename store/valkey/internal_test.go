@@ -1,0 +1,82 @@
+package valkey
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+func TestPxMillis(t *testing.T) {
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want int64
+	}{
+		{-time.Second, 1}, {0, 1}, {time.Nanosecond, 1}, {time.Microsecond, 1},
+		{time.Millisecond, 1}, {time.Millisecond + 1, 2}, {1500 * time.Microsecond, 2},
+		{time.Hour, 3_600_000}, {core.MaxWindow, int64(core.MaxWindow / time.Millisecond)},
+	} {
+		if got := pxMillis(tt.ttl); got != tt.want {
+			t.Errorf("pxMillis(%v) = %d, want %d", tt.ttl, got, tt.want)
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	var c argCache
+	p := core.Policy{Name: "p", Limit: 7, Window: 3 * time.Second, Burst: 11, MaxDelay: time.Second, LeaseTTL: 5 * time.Second}
+	a := core.NewScriptArgs(&p, 1_700_000_000_000_001, 4)
+	a.Lease, a.Op = 1<<64-1, core.OpRelease
+	want := [10]string{"1700000000000001", "4", "7", "3000000", "11", "428572", "1000000", "5000000", "18446744073709551615", "1"}
+	for range 2 { // a miss, then a hit
+		var got [10]string
+		c.argv(&a, &got)
+		if got != want {
+			t.Fatalf("argv = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestArgCacheBounded: past maxCachedPolicies the cache stops growing, and
+// arguments are still right.
+func TestArgCacheBounded(t *testing.T) {
+	var c argCache
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range maxCachedPolicies + 100 {
+				a := core.ScriptArgs{Limit: int64(i), Window: int64(g)}
+				v := c.get(&a)
+				if v[0] != strconv.Itoa(i) || v[1] != strconv.Itoa(g) {
+					t.Errorf("get(%d, %d) = %q", i, g, v)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(*c.m.Load()); n != maxCachedPolicies {
+		t.Fatalf("cache holds %d policies, want the bound %d", n, maxCachedPolicies)
+	}
+}
+
+// TestArgvAllocs: beyond what valkey-go allocates, the store's part of a
+// decision is the key string and its arguments; with the server's clock,
+// cost 1 and a cached policy, the arguments cost nothing and the key one
+// allocation.
+func TestArgvAllocs(t *testing.T) {
+	var c argCache
+	p := core.PerSecond("allocs", 1_000_000)
+	a := core.NewScriptArgs(&p, 0, 1)
+	var out [10]string
+	c.argv(&a, &out)
+	if n := testing.AllocsPerRun(1000, func() { c.argv(&a, &out) }); n != 0 {
+		t.Fatalf("argv allocates %v times per call, want 0", n)
+	}
+	key := core.Key{Namespace: "sluice:allocs", Identity: "client"}
+	if n := testing.AllocsPerRun(1000, func() { _ = key.String() }); n != 1 {
+		t.Fatalf("Key.String allocates %v times per call, want 1", n)
+	}
+}

@@ -1,0 +1,67 @@
+package valkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/core"
+	valkeygo "github.com/valkey-io/valkey-go"
+)
+
+// RunScript runs sc, an algorithm's Lua twin, on key with the ScriptArgs
+// convention, in one round trip: EVALSHA, and EVAL only when the server
+// answers NOSCRIPT (after a restart, a failover or SCRIPT FLUSH), which
+// means the script did not run. With args.Now == 0 the script reads the
+// server's TIME.
+//
+// The command is sent once. A reply lost after it went out (a deadline, a
+// cancelled context, a broken connection) gives an error matching
+// core.ErrOutcomeUnknown: the script may have run, and it is not sent
+// again. Every error is a *core.StoreError matching core.ErrUnavailable.
+// RunScript is safe for concurrent use; concurrent calls share the client's
+// pipelined connections.
+func (s *Store) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+	if err := s.ready(ctx, "script"); err != nil {
+		return core.ScriptResult{}, err
+	}
+	if sc == nil {
+		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNoScript}
+	}
+	k := key.String()
+	var argv [10]string
+	s.args.argv(&args, &argv)
+	resp := s.c.Do(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	if isNoScript(resp.Error()) {
+		resp = s.c.Do(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	}
+	return scriptResult(resp)
+}
+
+func isNoScript(err error) bool {
+	verr, ok := valkeygo.IsValkeyErr(err)
+	return ok && verr.IsNoScript()
+}
+
+var (
+	errReply    = errors.New("sluice/valkey: script reply is not six integers")
+	errNoScript = errors.New("sluice/valkey: nil script")
+)
+
+// scriptResult reads a script's reply: six integers.
+func scriptResult(resp valkeygo.ValkeyResult) (r core.ScriptResult, err error) {
+	vs, err := resp.ToArray()
+	if err != nil {
+		return r, storeError("script", err, true)
+	}
+	if len(vs) != len(r) {
+		// The script ran and changed state, but its decision is lost.
+		return r, &core.StoreError{Op: "script", Err: core.UnknownOutcome(fmt.Errorf("%w: got %d values", errReply, len(vs)))}
+	}
+	for i := range vs {
+		if r[i], err = vs[i].ToInt64(); err != nil {
+			return r, &core.StoreError{Op: "script", Err: core.UnknownOutcome(fmt.Errorf("%w: value %d: %w", errReply, i+1, err))}
+		}
+	}
+	return r, nil
+}
