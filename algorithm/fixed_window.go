@@ -18,10 +18,19 @@ import (
 // SlidingLog where that burst matters.
 //
 // Memory per key: the Go state is 13 bytes (a version byte, the newest
-// admission time, the count of its window). The Lua twin keeps one Redis
-// string "<newest µs>:<count>" of at most 27 bytes: MEMORY USAGE on Redis
-// 7.0 is 136 bytes with a standard 45-byte key, of which 104 are what any
-// value costs under that key (the value itself costs 32).
+// admission time, the count of its window). The Lua twin keeps all that the
+// step's decisions read of it, the start of that window and the count, as
+// one Redis integer, start + count − 1 (see lua/fixed-window.lua): MEMORY
+// USAGE on Redis 7.0 is 88 bytes for every policy with a standard key of up
+// to 44 bytes (the default prefix and a policy name of up to 12
+// characters), 104 with a key of 45 to 60 bytes.
+//
+// The twin decides exactly as Step for every sequence of calls under one
+// Window, whatever the Limit of each. A key written under another Window (a
+// policy reconfigured under the same name) is read otherwise than by Step,
+// since the twin keeps a window and not an instant: as counts in a window
+// near the time it was written, never as a wait longer than the old window
+// and twice the new one.
 //
 // Decision.Remaining is Limit minus the window's count; RetryAfter and
 // ResetAfter are the time to the window's end. A denial writes nothing.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +64,21 @@ func winLuaDiff(t *testing.T, alg core.Algorithm, policies []core.Policy, seqs, 
 	}
 }
 
+// winKeyUsage is what winLuaUsage measures of a key.
+type winKeyUsage struct {
+	keyLen   int
+	usage    int64  // MEMORY USAGE of the key
+	floor    int64  // MEMORY USAGE of the same key holding the integer 1
+	encoding string // OBJECT ENCODING of the twin's state
+	value    string // the state, when it is a string
+}
+
+// winKeyLen is the length of a standard key under policy: the default
+// prefix, the policy's name and the identity's hash, "sluice:<policy>:{<hash>}".
+func winKeyLen(policy string) int {
+	return len(core.DefaultPrefix) + len(":") + len(policy) + len(":{") + core.HashLen + len("}")
+}
+
 // winLuaMemory runs alg's twin on a standard key (default prefix, policy
 // name p.Name, an identity's hash) with steps, at times relative to the
 // start of the window holding the real now (each must be admitted), and
@@ -73,6 +87,14 @@ func winLuaDiff(t *testing.T, alg core.Algorithm, policies []core.Policy, seqs, 
 // dictionary entry and the value's object header).
 func winLuaMemory(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winStep) (usage, floor int64) {
 	t.Helper()
+	u := winLuaUsage(t, alg, p, steps...)
+	return u.usage, u.floor
+}
+
+// winLuaUsage is winLuaMemory, with the key's length and the state's
+// encoding and value as well.
+func winLuaUsage(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winStep) winKeyUsage {
+	t.Helper()
 	c := newRedis(t)
 	ctx := context.Background()
 	key := core.Key{Namespace: core.Namespace(core.DefaultPrefix, p.Name), Identity: t.Name()}.String()
@@ -80,7 +102,7 @@ func winLuaMemory(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winS
 	if err := c.Set(ctx, key, 1, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	floor = c.MemoryUsage(ctx, key).Val()
+	u := winKeyUsage{keyLen: len(key), floor: c.MemoryUsage(ctx, key).Val()}
 	c.Del(ctx, key)
 	s := alg.(core.Scripted).Script()
 	now := time.Now().UnixMicro()
@@ -90,12 +112,19 @@ func winLuaMemory(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winS
 			t.Fatalf("%s: call %d (n=%d) denied: %+v", alg.Name(), i, st.n, d)
 		}
 	}
-	usage, err := c.MemoryUsage(ctx, key, 0).Result()
-	if err != nil {
+	var err error
+	if u.usage, err = c.MemoryUsage(ctx, key, 0).Result(); err != nil {
 		t.Fatalf("MEMORY USAGE: %v", err)
 	}
-	t.Logf("%s: MEMORY USAGE %d bytes for a %d-byte key; %d with the value 1", alg.Name(), usage, len(key), floor)
-	return usage, floor
+	if u.encoding, err = c.ObjectEncoding(ctx, key).Result(); err != nil {
+		t.Fatalf("OBJECT ENCODING: %v", err)
+	}
+	if c.Type(ctx, key).Val() == "string" {
+		u.value = c.Get(ctx, key).Val()
+	}
+	t.Logf("%s %v: MEMORY USAGE %d bytes for a %d-byte key (%s %q); %d with the value 1",
+		alg.Name(), p, u.usage, u.keyLen, u.encoding, u.value, u.floor)
+	return u
 }
 
 // winLuaForeignKey checks that alg's twin reads a key that holds something
@@ -110,9 +139,20 @@ func winLuaForeignKey(t *testing.T, alg core.Algorithm, p core.Policy) {
 		"garbage":   func(k string) error { return c.Set(ctx, k, "garbage", 0).Err() },
 		"too-long":  func(k string) error { return c.Set(ctx, k, "1:2:3:4:5", 0).Err() },
 		"too-large": func(k string) error { return c.Set(ctx, k, "99999999999999999999:5:5", 0).Err() },
-		"list":      func(k string) error { return c.RPush(ctx, k, "a").Err() },
-		"hash":      func(k string) error { return c.HSet(ctx, k, "a", "1").Err() },
-		"zset":      func(k string) error { return c.ZAdd(ctx, k, redis.Z{Score: -5, Member: "x"}).Err() },
+		// Numbers that no integer state is, or only one long past:
+		// negative, past 2^53 (the fixed window's bound), the largest
+		// int64 (past the sliding counter's, 2^53·1000), past 2^64, and
+		// decimals in another notation.
+		"negative":   func(k string) error { return c.Set(ctx, k, -5, 0).Err() },
+		"past-2^53":  func(k string) error { return c.Set(ctx, k, "9007199254740993", 0).Err() },
+		"int64-max":  func(k string) error { return c.Set(ctx, k, "9223372036854775807", 0).Err() },
+		"past-2^64":  func(k string) error { return c.Set(ctx, k, "99999999999999999999", 0).Err() },
+		"float":      func(k string) error { return c.Set(ctx, k, "1.7e15", 0).Err() },
+		"signed":     func(k string) error { return c.Set(ctx, k, "+1700000000000000", 0).Err() },
+		"whitespace": func(k string) error { return c.Set(ctx, k, "1700000000000000 ", 0).Err() },
+		"list":       func(k string) error { return c.RPush(ctx, k, "a").Err() },
+		"hash":       func(k string) error { return c.HSet(ctx, k, "a", "1").Err() },
+		"zset":       func(k string) error { return c.ZAdd(ctx, k, redis.Z{Score: -5, Member: "x"}).Err() },
 	} {
 		key := freshKey(t, c)
 		if err := set(key); err != nil {
@@ -132,9 +172,9 @@ func winLuaForeignKey(t *testing.T, alg core.Algorithm, p core.Policy) {
 }
 
 // winLuaServerTime runs alg's twin twice with now = 0, so that it reads the
-// server's TIME, and checks that the newest time it recorded lies between
-// the server's TIME before and after each call, and that each decision is
-// the Go step's at that instant: the script reads TIME in µs.
+// server's TIME, and checks that each decision is the Go step's at an
+// instant between the server's TIME before and after the call, and that the
+// key has an expiry: the script reads TIME in µs.
 func winLuaServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
 	c := newRedis(t)
 	ctx := context.Background()
@@ -145,44 +185,43 @@ func winLuaServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
 		t0 := c.Time(ctx).Val().UnixMicro()
 		got := runLua(t, c, s, key, core.NewScriptArgs(&p, 0, n)).Decision()
 		t1 := c.Time(ctx).Val().UnixMicro()
-		at := winNewest(t, c, key)
-		if at < t0 || at > t1 {
-			t.Fatalf("call %d: the script recorded %d µs, outside the server's TIME %d..%d", i, at, t0, t1)
-		}
-		next, _, want := alg.Step(clone(state), at, n, &p)
-		if got != want {
-			t.Fatalf("call %d at the server's %d µs: Lua %+v, Go %+v", i, at, got, want)
+		at := winDecidedAt(t, c, key, alg, &p, state, n, got, t0, t1)
+		if at < 0 {
+			t.Fatalf("call %d: the script decided %+v, which the Go step decides at no µs of the server's TIME %d..%d", i, got, t0, t1)
 		}
 		if pttl := c.PTTL(ctx, key).Val(); pttl <= 0 {
 			t.Fatalf("call %d: the key has no expiry (PTTL %v)", i, pttl)
 		}
-		state = next
+		state, _, _ = alg.Step(clone(state), at, n, &p)
 	}
 }
 
-// winNewest is the newest admission time a window twin recorded: the first
-// field of a string state, or the top score of a sorted set.
-func winNewest(t *testing.T, c *redis.Client, key string) int64 {
+// winDecidedAt is the instant in t0..t1 at which the Go step, on state,
+// decides n units as got, or -1. A sorted set's newest score (the sliding
+// log) is the instant itself, and only it is tried. A string state keeps no
+// instant, so every µs is tried: an admission's ResetAfter counts down from
+// now to a point the state fixes, so at most one µs matches.
+func winDecidedAt(t *testing.T, c *redis.Client, key string, alg core.Algorithm, p *core.Policy, state []byte, n int64, got core.Decision, t0, t1 int64) int64 {
 	t.Helper()
 	ctx := context.Background()
-	var field string
-	switch typ := c.Type(ctx, key).Val(); typ {
-	case "string":
-		field, _, _ = strings.Cut(c.Get(ctx, key).Val(), ":")
-	case "zset":
+	from, to := t0, t1
+	if c.Type(ctx, key).Val() == "zset" {
 		top := c.ZRangeWithScores(ctx, key, -1, -1).Val()
 		if len(top) != 1 {
 			t.Fatalf("empty sorted set %q", key)
 		}
-		field = strconv.FormatFloat(top[0].Score, 'f', -1, 64)
-	default:
-		t.Fatalf("key %q is a %q", key, typ)
+		from = int64(top[0].Score)
+		if float64(from) != top[0].Score || from < t0 || from > t1 {
+			t.Fatalf("the script recorded %v µs, outside the server's TIME %d..%d", top[0].Score, t0, t1)
+		}
+		to = from
 	}
-	v, err := strconv.ParseInt(field, 10, 64)
-	if err != nil {
-		t.Fatalf("key %q: newest time %q: %v", key, field, err)
+	for at := from; at <= to; at++ {
+		if _, _, want := alg.Step(clone(state), at, n, p); want == got {
+			return at
+		}
 	}
-	return v
+	return -1
 }
 
 // winLuaCluster runs alg's twin on a real Redis Cluster, on keys in several
@@ -229,13 +268,21 @@ func TestFixedWindowLua(t *testing.T) {
 }
 
 func TestFixedWindowLuaMemory(t *testing.T) {
-	// Full-width numbers: a realistic time and a ten-digit count.
-	p := core.Policy{Name: "api", Limit: core.MaxLimit, Window: 24 * time.Hour}
-	usage, floor := winLuaMemory(t, FixedWindow{}, p, winStep{at: 0, n: 1}, winStep{at: 1, n: core.MaxLimit - 1})
-	// "<16 digits>:<10 digits>" is a 27-byte embedded string: 48 bytes with
-	// its header, where the integer 1 costs a 16-byte header alone.
-	if usage-floor > 32 {
-		t.Errorf("the state costs %d bytes over the least a value costs, want at most 32", usage-floor)
+	// Every policy, with the window full (the largest count), on a
+	// standard key: the state is always one integer.
+	for _, p := range winLuaPolicies(core.MaxLimit) {
+		for _, name := range []string{"api", "api-v1-users"} {
+			p.Name = name
+			steps := []winStep{{at: 0, n: 1}}
+			if p.Limit > 1 {
+				steps = append(steps, winStep{at: 1, n: p.Limit - 1})
+			}
+			u := winLuaUsage(t, FixedWindow{}, p, steps...)
+			if u.keyLen != winKeyLen(name) || u.encoding != "int" || u.usage > 100 {
+				t.Errorf("%v: a %d-byte key holds %s %q, MEMORY USAGE %d bytes; want a %d-byte key, int, at most 100",
+					p, u.keyLen, u.encoding, u.value, u.usage, winKeyLen(name))
+			}
+		}
 	}
 }
 

@@ -26,11 +26,24 @@ import (
 // Limit = 1 that is 1: a unit in one window blocks the whole next one.
 //
 // Memory per key: the Go state is 17 bytes (a version byte, the newest
-// admission time, prev, cur). The Lua twin keeps one Redis string
-// "<newest µs>:<prev>:<cur>" of at most 38 bytes: MEMORY USAGE on Redis 7.0
-// is 136 bytes with a standard 45-byte key while the two counts have at most
-// ten digits between them, 152 beyond; 104 of it is what any value costs
-// under that key.
+// admission time, prev, cur). The Lua twin keeps all that the step's
+// decisions read of it: the start of the newest admission's window, prev,
+// cur, and ⌊prev·elapsed/W⌋ at that admission (see lua/sliding-counter.lua).
+// While prev and cur are below R = ⌊∛(1000·W)⌋, W in µs (R is 100 for 1 ms,
+// 1000 for 1 s, 3914 for 1 min, 15326 for 1 h), and so always when Limit is
+// below R, that is one Redis integer: MEMORY USAGE on Redis 7.0 is 88 bytes
+// with a standard key of up to 44 bytes (the default prefix and a policy
+// name of up to 12 characters). Past R it is a string
+// "<µs>:<prev>:<cur>" of at most 38 bytes: 120 bytes with such a key while
+// the two counts have at most ten digits between them, 136 beyond. A key of
+// 45 to 60 bytes adds 16 bytes to each figure.
+//
+// The twin decides exactly as Step for every sequence of calls under one
+// Window, whatever the Limit of each. A key written under another Window (a
+// policy reconfigured under the same name) is read otherwise than by Step,
+// since the twin keeps a window and not an instant: as counts in a window
+// near the time it was written, never as a wait longer than the old window
+// and twice the new one.
 //
 // A denial writes nothing. SlidingCounter has no fields and is safe for
 // concurrent use.

@@ -1,14 +1,26 @@
 -- Fixed window: the Lua twin of algorithm.FixedWindow.Step. It must decide
--- exactly as the Go step does, for every input; the package's differential
--- tests prove it call by call.
+-- exactly as the Go step does, for every input under one Window; the
+-- package's differential tests prove it call by call.
 --
 -- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
 -- or "0" to read the server's TIME; ARGV[2] n; ARGV[3] limit; ARGV[4]
 -- window µs. Reply: {allowed, limit, remaining, retry_after_us,
 -- reset_after_us, delay_us}.
 --
--- State: one string "<last>:<count>": the newest admission time (µs) and the
--- units admitted in the aligned window that holds it.
+-- State: one integer v = start + count - 1: the start (µs) of the aligned
+-- window that holds the newest admission, and the units admitted in it.
+-- Redis keeps a decimal integer in 16 bytes, where "<last>:<count>" took up
+-- to 48. The step keeps the newest admission time itself, but only its
+-- window matters: max(now, last) and max(now, start) lie in the same aligned
+-- window, since start <= last < start + window; everything else is measured
+-- from now. 1 <= count <= limit <= window (core.Policy.Validate), so the
+-- count fits below the next window's start and start = v - v mod window.
+-- The window decodes the state: a state written under another Window (a
+-- policy reconfigured under its name) reads as some count in a window near
+-- the time it was written, where the Go step, which keeps the exact time,
+-- reads the count in the window of that time. A state written under another
+-- Limit reads exactly as in the Go step. The previous form of the state,
+-- "<last>:<count>", is still read.
 --
 -- Lua numbers are float64: every value here is an integer below 2^53 (now is
 -- clamped below 2^52, a window is at most 2^42 µs), so + - * are exact, and
@@ -22,6 +34,7 @@ local window = tonumber(ARGV[4])
 
 local MAXNOW = 4503599627370495 -- 2^52 - 1, the Go step's winMaxNow
 local MAXLIMIT = 1000000000     -- core.MaxLimit
+local MAXEXACT = 9007199254740991 -- 2^53 - 1
 
 -- floor(a / b) for integers 0 <= a < 2^53, b >= 1. The float quotient may be
 -- off by one after rounding; the products below are exact or, past 2^53,
@@ -44,24 +57,32 @@ end
 if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
 
 -- pcall: a key of another type is not our state and reads as absent, as
--- undecodable state does in the Go step. So does a malformed string.
-local last, used = -1, 0
+-- undecodable state does in the Go step. So does a malformed string, and a
+-- number too large for exact arithmetic: tonumber rounds monotonically, so
+-- every decimal above MAXEXACT compares above it.
+local start, used = -1, 0
 local v = redis.pcall('GET', key)
 if type(v) == 'string' then
-	local a, b = string.match(v, '^(%d+):(%d+)$')
-	if a then
-		a, b = tonumber(a), tonumber(b)
-		if a <= MAXNOW and b <= MAXLIMIT then last, used = a, b end
+	if string.find(v, '^%d+$') then
+		local x = tonumber(v)
+		if x <= MAXEXACT then
+			local s = idiv(x, window) * window
+			if s <= MAXNOW then start, used = s, x - s + 1 end
+		end
+	else
+		local a, b = string.match(v, '^(%d+):(%d+)$')
+		if a then
+			a, b = tonumber(a), tonumber(b)
+			if a <= MAXNOW and b <= MAXLIMIT then start, used = idiv(a, window) * window, b end
+		end
 	end
 end
 
--- A clock that moved backwards stands still at the newest admission.
-local eff = now
-if last > eff then eff = last end
-local start = idiv(eff, window) * window
-if last < 0 or idiv(last, window) * window ~= start then
-	-- The state's window has ended: the key reads as fresh.
-	used = 0
+-- The step's window is the one holding max(now, last). When now is before
+-- the state's window ends, that is the state's window (a clock that moved
+-- backwards stands still in it); after, the key reads as fresh.
+if start < 0 or now >= start + window then
+	start, used = idiv(now, window) * window, 0
 end
 local stop = start + window
 
@@ -70,7 +91,9 @@ if valid and used + n <= limit then
 	used = used + n
 	local ttl = stop - now
 	-- PX in whole milliseconds, rounded up so the key outlives its window.
-	redis.call('SET', key, string.format('%d:%d', eff, used), 'PX', idiv(ttl + 999, 1000))
+	-- One SET ... PX writes the value with its expiry: a separate PEXPIRE
+	-- of 1 ms has been seen to delete the key at once.
+	redis.call('SET', key, string.format('%d', start + used - 1), 'PX', idiv(ttl + 999, 1000))
 	return {1, limit, limit - used, 0, ttl, 0}
 end
 
