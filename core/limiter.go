@@ -83,6 +83,13 @@ type Config struct {
 	Observer func(Event)
 	// NoScript forces the generic read-modify-write path even when the
 	// store and algorithm could run a script.
+	//
+	// Every instance that shares a policy must decide it the same way: the
+	// same algorithm, and the same path. States of different algorithms,
+	// and the Go and Lua forms of one algorithm's state, are not
+	// interchangeable; a key written one way reads as fresh (or as another
+	// algorithm's count) the other way. To change either, give the policy a
+	// new Name or the limiter a new Prefix.
 	NoScript bool
 }
 
