@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,3 +59,29 @@ func (c *ManualClock) Set(t time.Time) {
 
 // Micros converts a duration in whole microseconds to a time.Duration.
 func Micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// wallMicros is the wall clock in µs since the epoch, read at the cost of
+// the monotonic clock alone: a wall reading taken at most a second ago plus
+// the monotonic time since. time.Now reads both clocks, and on a virtual
+// machine that is a third of an in-memory decision. Within the second the
+// reading drifts from the wall clock only by what NTP slews in a second
+// (microseconds); a step of the wall clock is seen at the next anchor, and
+// an anchor that lands earlier than the last reading looks like a clock
+// that stood still or stepped back, which every algorithm survives.
+func wallMicros() int64 {
+	if a := wallAnchor.Load(); a != nil {
+		if d := time.Since(a.mono); d >= 0 && d < time.Second {
+			return a.wall + int64(d/time.Microsecond)
+		}
+	}
+	t := time.Now()
+	wallAnchor.Store(&anchor{wall: t.UnixMicro(), mono: t})
+	return t.UnixMicro()
+}
+
+type anchor struct {
+	wall int64     // µs since the epoch at mono
+	mono time.Time // carries the monotonic reading
+}
+
+var wallAnchor atomic.Pointer[anchor]

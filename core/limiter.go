@@ -267,7 +267,7 @@ func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint
 	m.now = l.now()
 	err := l.cfg.Store.Update(ctx, key, m)
 	d := m.d
-	*m = mutation{}
+	m.l, m.alg, m.leaser, m.p = nil, nil, nil, nil // what the pool must not keep alive
 	mutationPool.Put(m)
 	return d, err
 }
@@ -288,7 +288,7 @@ func (l *Limiter) now() int64 {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return wallMicros()
 }
 
 // Reset deletes identity's state, so its next request meets a fresh quota.

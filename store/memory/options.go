@@ -1,0 +1,78 @@
+package memory
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Defaults for the fields of Options.
+const (
+	DefaultMaxKeys       = 1_000_000
+	DefaultShards        = 256
+	DefaultSweepInterval = time.Minute
+	// MaxShards caps Options.Shards.
+	MaxShards = 1 << 16
+)
+
+// Options configures a Store. A nil *Options means all defaults.
+type Options struct {
+	// MaxKeys bounds the number of keys held. It is split evenly across the
+	// shards, and a shard that holds its share refuses a new key with
+	// ErrFull (see the package doc), so the store may refuse a new key a
+	// little before it holds MaxKeys in all. Zero or negative means
+	// DefaultMaxKeys (1,000,000).
+	MaxKeys int
+	// Shards is the number of independently locked parts of the store,
+	// rounded up to a power of two and capped at MaxShards; when MaxKeys is
+	// smaller, it is lowered to the largest power of two not above MaxKeys,
+	// so that every shard can hold a key. More shards mean less contention
+	// between keys and shorter sweeps of each shard. Zero or negative means
+	// DefaultShards (256).
+	Shards int
+	// SweepInterval is how often the background sweeper deletes expired
+	// keys. Zero means DefaultSweepInterval (1 minute); negative means no
+	// sweeper (expired keys then still read as absent, and are deleted when
+	// their shard is full or by Sweep).
+	SweepInterval time.Duration
+	// Clock is read by sweeps, Len, and updates whose mutation carries no
+	// time (a Limiter's always does: see the package doc). It must be the
+	// clock of the Limiters that use the store. Nil means core.SystemClock.
+	Clock core.Clock
+}
+
+// config is Options with the defaults filled in.
+type config struct {
+	maxKeys int
+	shards  int
+	sweep   time.Duration
+	clock   core.Clock // nil for the system clock's fast path
+}
+
+func (o *Options) config() config {
+	var c config
+	if o != nil {
+		c = config{maxKeys: o.MaxKeys, shards: o.Shards, sweep: o.SweepInterval, clock: o.Clock}
+	}
+	if c.maxKeys <= 0 {
+		c.maxKeys = DefaultMaxKeys
+	}
+	if c.shards <= 0 {
+		c.shards = DefaultShards
+	}
+	if c.shards > MaxShards {
+		c.shards = MaxShards
+	}
+	c.shards = 1 << bits.Len(uint(c.shards-1))
+	for c.shards > c.maxKeys {
+		c.shards >>= 1
+	}
+	if c.sweep == 0 {
+		c.sweep = DefaultSweepInterval
+	}
+	if _, ok := c.clock.(core.SystemClock); ok {
+		c.clock = nil
+	}
+	return c
+}

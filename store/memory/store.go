@@ -1,0 +1,199 @@
+package memory
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Store is an in-process core.Store: see the package doc. It is safe for
+// concurrent use. Create it with New and stop it with Close.
+type Store struct {
+	shards []shard
+	mask   uint64
+	keys   keyHasher
+	clock  core.Clock // nil: the system clock
+
+	closeOnce sync.Once
+	stop      chan struct{} // closed by Close; nil without a sweeper
+	done      chan struct{} // closed when the sweeper has returned
+}
+
+var (
+	_ core.Store     = (*Store)(nil)
+	_ core.Deleter   = (*Store)(nil)
+	_ core.InProcess = (*Store)(nil)
+	_ core.Closer    = (*Store)(nil)
+)
+
+// New returns a Store configured by opts (nil means all defaults) and starts
+// its sweeper unless opts.SweepInterval is negative. Call Close to stop it.
+func New(opts *Options) *Store {
+	c := opts.config()
+	s := &Store{
+		shards: make([]shard, c.shards),
+		mask:   uint64(c.shards - 1),
+		keys:   newKeyHasher(),
+		clock:  c.clock,
+	}
+	base, extra := c.maxKeys/c.shards, c.maxKeys%c.shards
+	for i := range s.shards {
+		limit := base
+		if i < extra {
+			limit++
+		}
+		s.shards[i].init(limit)
+	}
+	if c.sweep > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.sweeper(c.sweep)
+	}
+	return s
+}
+
+// InProcess marks the store as answering without I/O: the Limiter sets no
+// deadline on its calls.
+func (*Store) InProcess() {}
+
+// now reads the store's clock, in µs since the Unix epoch: the time line of
+// the Limiter's decisions (see Update).
+func (s *Store) now() int64 {
+	if s.clock == nil {
+		return time.Now().UnixMicro()
+	}
+	return s.clock.Now().UnixMicro()
+}
+
+func (s *Store) shard(k mapKey) *shard { return &s.shards[k[0]&s.mask] }
+
+// Update applies m to key's state atomically, holding the key's shard lock
+// across m.Apply. Apply sees nil for a key that is absent or expired, and
+// otherwise the key's own state, which it may rewrite in place. A nil next
+// leaves the key as it was; a ttl <= 0 deletes it (it would read as absent at
+// once); otherwise next is kept, expiring ttl from now.
+//
+// Now is the decision's own time when m carries one (core.Timed: every
+// Limiter's mutation does), so a key expires on the very clock its
+// algorithm's TTL was computed on, and the store reads no clock on the
+// decision path; otherwise it is Options.Clock.
+//
+// Errors, all matching core.ErrUnavailable, with nothing written: ErrFull
+// when Apply returns a state for a new key and the key's shard is full of
+// live keys (live keys are never evicted: see the package doc); ErrClosed
+// after Close. ctx is not consulted: the call never waits for anything but
+// the shard lock.
+func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
+	var now int64
+	if t, ok := m.(core.Timed); ok {
+		now = t.Now()
+	} else {
+		now = s.now()
+	}
+	k := s.keys.hash(key)
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return ErrClosed
+	}
+	sl := sh.t.find(k)
+	var state []byte
+	if sl != nil && now < sl.expires {
+		state = sl.state()
+	}
+	next, ttl := m.Apply(state)
+	switch {
+	case next == nil:
+		return nil
+	case ttl <= 0:
+		if sl != nil {
+			sh.t.remove(k)
+		}
+		return nil
+	}
+	if sl == nil {
+		// Only expired keys may make room; a live one is never evicted.
+		if sh.t.count >= sh.limit {
+			if sh.sweep(now); sh.t.count >= sh.limit {
+				return ErrFull
+			}
+		}
+		sl = sh.t.insert(k)
+	}
+	sl.setState(next)
+	sl.expires = expiry(now, ttl)
+	if sl.expires < sh.next {
+		sh.next = sl.expires
+	}
+	return nil
+}
+
+// expiry is now + ttl in µs, the ttl rounded up so that a key never expires
+// before its TTL is over, saturating rather than wrapping.
+func expiry(now int64, ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	if us > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + us
+}
+
+// Delete removes key, if present. It returns ErrClosed after Close, and nil
+// otherwise.
+func (s *Store) Delete(_ context.Context, key core.Key) error {
+	k := s.keys.hash(key)
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return ErrClosed
+	}
+	sh.t.remove(k)
+	return nil
+}
+
+// Len returns the number of live (unexpired) keys: 0 after Close. It locks
+// one shard at a time and visits every slot, so it is for tests and metrics,
+// not for the decision path; under concurrent updates it is a snapshot of
+// each shard, not of the whole store.
+func (s *Store) Len() int {
+	now := s.now()
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for j := range sh.t.slots {
+			if sl := &sh.t.slots[j]; sl.used() && now < sl.expires {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Close stops the sweeper, waits for it to return, and drops every key.
+// Later calls to Update and Delete return ErrClosed. Close is idempotent and
+// safe for concurrent use: every call returns once the store is closed. It
+// always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			sh.closed, sh.t = true, table{}
+			sh.mu.Unlock()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,181 @@
+package memory
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// tableKey makes a key whose home slot is one of a few, so that runs form,
+// deletions shift them, and (with homes at the table's last slots) runs wrap
+// around the end; the identity sits in the high bits.
+func tableKey(id int, home uint64) mapKey {
+	return mapKey{uint64(id), home | uint64(id)<<32}
+}
+
+var tableHomes = []uint64{0, 1, 2, 3, 5, 8, 13, 21, 1<<20 - 1, 1<<20 - 2, 1<<20 - 4, 1<<20 - 7, 1<<20 - 11}
+
+type modelEntry struct {
+	state   []byte
+	expires int64
+}
+
+// checkTable compares t with the model and checks the probing invariant:
+// every key sits in an unbroken run of used slots from its home.
+func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
+	t.Helper()
+	if tb.count != len(model) {
+		t.Fatalf("count %d, model holds %d", tb.count, len(model))
+	}
+	// empty[j] counts the empty slots before j.
+	empty := make([]int, len(tb.slots)+1)
+	for i := range tb.slots {
+		empty[i+1] = empty[i]
+		if s := &tb.slots[i]; !s.used() {
+			empty[i+1]++
+			if *s != (slot{}) {
+				t.Fatalf("slot %d is empty but not zero: %+v", i, *s)
+			}
+		}
+	}
+	used := 0
+	for i := range tb.slots {
+		s := &tb.slots[i]
+		if !s.used() {
+			continue
+		}
+		used++
+		home := int(s.key[1] & tb.mask)
+		gaps := empty[i] - empty[home]
+		if home > i {
+			gaps = empty[len(tb.slots)] - empty[home] + empty[i]
+		}
+		if gaps != 0 {
+			t.Fatalf("key in slot %d is cut off from its home %d by %d empty slots", i, home, gaps)
+		}
+	}
+	if used != len(model) {
+		t.Fatalf("%d used slots, model holds %d", used, len(model))
+	}
+	if tb.slots != nil && tb.count*4 > len(tb.slots)*3 {
+		t.Fatalf("load %d/%d above 3/4", tb.count, len(tb.slots))
+	}
+	for k, want := range model {
+		s := tb.find(k)
+		if s == nil {
+			t.Fatalf("key %x lost", k)
+		}
+		if !bytes.Equal(s.state(), want.state) || s.expires != want.expires {
+			t.Fatalf("key %x: state %v expiring %d, want %v expiring %d", k, s.state(), s.expires, want.state, want.expires)
+		}
+	}
+}
+
+func TestTableAgainstAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tb table
+	model := map[mapKey]modelEntry{}
+	ids := 0
+	var keys []mapKey
+	for step := range 3_000 {
+		switch op := rng.IntN(10); {
+		case op < 4 && len(model) < 300: // insert a new key
+			k := tableKey(ids, tableHomes[rng.IntN(len(tableHomes))])
+			ids++
+			s := tb.insert(k)
+			st := bytes.Repeat([]byte{byte(step)}, rng.IntN(40))
+			s.setState(st)
+			s.expires = int64(rng.IntN(100))
+			model[k] = modelEntry{append([]byte(nil), st...), s.expires}
+			keys = append(keys, k)
+		case op < 6 && len(keys) > 0: // update a key's state, in place when it can
+			k := keys[rng.IntN(len(keys))]
+			s := tb.find(k)
+			if _, ok := model[k]; !ok {
+				if s != nil {
+					t.Fatalf("step %d: deleted key %x found", step, k)
+				}
+				continue
+			}
+			next := s.state()
+			switch rng.IntN(3) {
+			case 0: // rewrite in place, maybe growing within capacity
+				next = append(next[:0], bytes.Repeat([]byte{byte(step)}, rng.IntN(cap(next)+1))...)
+			case 1: // a new array, of any length
+				next = bytes.Repeat([]byte{byte(step)}, rng.IntN(80))
+			case 2: // a tail of the same array
+				if len(next) > 0 {
+					next = next[rng.IntN(len(next)):]
+				}
+			}
+			want := append([]byte(nil), next...)
+			s.setState(next)
+			model[k] = modelEntry{want, model[k].expires}
+		case op < 8 && len(keys) > 0: // remove a key, present or not
+			k := keys[rng.IntN(len(keys))]
+			tb.remove(k)
+			delete(model, k)
+		case op < 9: // sweep
+			now := int64(rng.IntN(60))
+			wantRemoved, wantNext := 0, int64(1<<63-1)
+			for k, e := range model {
+				if now >= e.expires {
+					delete(model, k)
+					wantRemoved++
+				} else if e.expires < wantNext {
+					wantNext = e.expires
+				}
+			}
+			removed, next := tb.sweep(now)
+			if removed != wantRemoved || next != wantNext {
+				t.Fatalf("step %d: sweep at %d removed %d, next %d; want %d, %d", step, now, removed, next, wantRemoved, wantNext)
+			}
+			for i := range 50 { // keep the keys coming back
+				k := tableKey(ids, tableHomes[i%len(tableHomes)])
+				ids++
+				s := tb.insert(k)
+				s.setState([]byte{byte(i)})
+				s.expires = int64(rng.IntN(100))
+				model[k] = modelEntry{[]byte{byte(i)}, s.expires}
+				keys = append(keys, k)
+			}
+		}
+		if step%100 == 0 {
+			checkTable(t, &tb, model)
+		} else if tb.count != len(model) {
+			t.Fatalf("step %d: count %d, model holds %d", step, tb.count, len(model))
+		}
+	}
+	checkTable(t, &tb, model)
+}
+
+func TestSlotState(t *testing.T) {
+	var s slot
+	s.setState([]byte{})
+	if st := s.state(); st == nil || len(st) != 0 {
+		t.Fatalf("empty state reads %v, want empty and not nil", st)
+	}
+	s.setState([]byte{1, 2, 3})
+	st := s.state()
+	if cap(st) != inlineCap || &st[:1][0] != &s.inline[0] {
+		t.Fatalf("inline state not handed out in place with its capacity")
+	}
+	st = append(st, 4) // grows within the slot
+	s.setState(st)
+	if !bytes.Equal(s.state(), []byte{1, 2, 3, 4}) || s.heap != nil {
+		t.Fatalf("state %v (heap %v), want [1 2 3 4] inline", s.state(), s.heap != nil)
+	}
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
+	s.setState(long)
+	if s.heap == nil || &s.state()[0] != &long[0] {
+		t.Fatalf("a long state is not kept as it is")
+	}
+	s.setState(s.state()[inlineCap-2:]) // 3 bytes of the heap array
+	if !bytes.Equal(s.state(), []byte{7, 7, 7}) || s.heap != nil {
+		t.Fatalf("state %v (heap %v), want [7 7 7] inline", s.state(), s.heap != nil)
+	}
+	s.setState(s.state()[1:]) // a tail of the inline array itself
+	if !bytes.Equal(s.state(), []byte{7, 7}) {
+		t.Fatalf("state %v, want [7 7]", s.state())
+	}
+}
