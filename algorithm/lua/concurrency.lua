@@ -20,31 +20,11 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = tonumber(ARGV[1])
+local now = clock(ARGV[1])
 local limit = tonumber(ARGV[3])
 local leasettl = tonumber(ARGV[8])
 local lease = ARGV[9]
 
-local MAXNOW = 4503599627370495 -- 2^52 - 1, the Go step's bkMaxNow
-
--- floor(a / b) for integers 0 <= a < 2^53, b >= 1: the float quotient may
--- be one off after rounding; the exact products correct it.
-local function idiv(a, b)
-	local q = math.floor(a / b)
-	if q * b > a then
-		q = q - 1
-	elseif (q + 1) * b <= a then
-		q = q + 1
-	end
-	return q
-end
-
-if now == 0 then
-	-- The server's clock, so that instances with skewed clocks agree.
-	local t = redis.call('TIME')
-	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
 
 -- Score bounds as strings: a Lua number could reach Redis in exponent form
 -- or, concatenated, rounded to 14 digits. "(" excludes now itself: a lease

@@ -27,34 +27,13 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = tonumber(ARGV[1])
+local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 
-local MAXNOW = 4503599627370495 -- 2^52 - 1, the Go step's winMaxNow
 local MAXLIMIT = 1000000000     -- core.MaxLimit
 local MAXEXACT = 9007199254740991 -- 2^53 - 1
-
--- floor(a / b) for integers 0 <= a < 2^53, b >= 1. The float quotient may be
--- off by one after rounding; the products below are exact or, past 2^53,
--- rounded monotonically, so the comparisons still pick the true floor.
-local function idiv(a, b)
-	local q = math.floor(a / b)
-	if q * b > a then
-		q = q - 1
-	elseif (q + 1) * b <= a then
-		q = q + 1
-	end
-	return q
-end
-
-if now == 0 then
-	-- The server's clock, so that instances with skewed clocks agree.
-	local t = redis.call('TIME')
-	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
 
 -- pcall: a key of another type is not our state and reads as absent, as
 -- undecodable state does in the Go step. So does a malformed string, and a

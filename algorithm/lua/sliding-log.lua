@@ -17,36 +17,15 @@
 -- scores below 2^53 exactly.
 
 local key = KEYS[1]
-local now = tonumber(ARGV[1])
+local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 
-local MAXNOW = 4503599627370495 -- 2^52 - 1, the Go step's winMaxNow
-
--- floor(a / b) for integers 0 <= a < 2^53, b >= 1. The float quotient may be
--- off by one after rounding; the products below are exact or, past 2^53,
--- rounded monotonically, so the comparisons still pick the true floor.
-local function idiv(a, b)
-	local q = math.floor(a / b)
-	if q * b > a then
-		q = q - 1
-	elseif (q + 1) * b <= a then
-		q = q + 1
-	end
-	return q
-end
 
 -- An integer as Redis reads it back: string.format, because Lua's own
 -- number-to-string conversion switches to exponents past 14 digits.
 local function int(x) return string.format('%d', x) end
-
-if now == 0 then
-	-- The server's clock, so that instances with skewed clocks agree.
-	local t = redis.call('TIME')
-	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end
 
 -- The newest entry. pcall: a key of another type is not our state and reads
 -- as absent (it is replaced on the next admission), as undecodable state
