@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+)
+
+// casScript writes ARGV[2] with a TTL of ARGV[3] ms if the key still holds
+// exactly ARGV[1], and replies 1; otherwise it writes nothing and replies 0.
+// A key that is absent (or expired) never matches, so a writer that saw an
+// absent key uses SET NX instead. It is the store's own script, not an
+// algorithm's: one GET and at most one SET, nothing that can fail between.
+var casScript = core.NewScript("sluice-redis-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return 1
+end
+return 0`)
+
+// Update applies m to key's state atomically (core.Store): GET, m.Apply,
+// then a compare-and-set (SET NX for an absent key, casScript otherwise),
+// looped by core.CASUpdate with Options.Retry until a swap wins. The
+// compare is on the whole value, so any write in between makes the swap
+// lose.
+//
+// Errors match core.ErrUnavailable: a failed GET (nothing was written), a
+// failed swap (also core.ErrOutcomeUnknown unless the failure proves the
+// swap did not run; a swap is never sent twice), too many lost swaps
+// (core.ErrContention), or ctx's end.
+func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	if s.client == nil {
+		return &core.StoreError{Op: "update", Err: errNoClient}
+	}
+	if m == nil {
+		return &core.StoreError{Op: "update", Err: errNilMutation}
+	}
+	_, err := core.CASUpdate(ctx, casBackend{s}, key.String(), m, s.opts.Retry)
+	if err == nil {
+		return nil
+	}
+	if se := (*core.StoreError)(nil); errors.As(err, &se) {
+		return err // from Load or Swap, already classified
+	}
+	return &core.StoreError{Op: "update", Err: err} // contention, ctx
+}
+
+// casBackend gives core.CASUpdate its Load and Swap. The token is the value
+// read, as a string (immutable, so Apply may reuse the state's bytes), or
+// nil for an absent key.
+type casBackend struct{ s *Store }
+
+func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
+	cmd := goredis.NewStringCmd(ctx, "get", key)
+	err := b.s.process(ctx, cmd)
+	if err == goredis.Nil {
+		return nil, nil, nil
+	}
+	if err != nil {
+		// A read changes nothing: the outcome is known.
+		return nil, nil, &core.StoreError{Op: "update", Err: err}
+	}
+	v := cmd.Val()
+	return []byte(v), v, nil
+}
+
+func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
+	ms := pxMillis(ttl)
+	old, present := token.(string)
+	if !present {
+		cmd := goredis.NewStatusCmd(ctx, "set", key, next, "px", ms, "nx")
+		err := b.s.process(ctx, cmd)
+		if err == goredis.Nil {
+			return false, nil
+		}
+		if err != nil {
+			return false, storeError("update", err)
+		}
+		return true, nil
+	}
+	cmd := goredis.NewIntCmd(ctx, "evalsha", casScript.Hash, "1", key, old, next, ms)
+	err := b.s.process(ctx, cmd)
+	if isNoScript(err) {
+		cmd = goredis.NewIntCmd(ctx, "eval", casScript.Source, "1", key, old, next, ms)
+		err = b.s.process(ctx, cmd)
+	}
+	if err != nil {
+		return false, storeError("update", err)
+	}
+	return cmd.Val() == 1, nil
+}
+
+// pxMillis is ttl in whole milliseconds, rounded up (a key must not expire
+// before its state reads as fresh) and at least 1 (PX 0 is an error).
+func pxMillis(ttl time.Duration) int64 {
+	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}

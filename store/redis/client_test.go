@@ -1,0 +1,133 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// These tests need no server: they check which client the store sends with.
+
+func TestStoreClientFromClient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts goredis.Options
+		// want: the derived client's normalised options
+		readTimeout time.Duration
+	}{
+		{"defaults", goredis.Options{Addr: "127.0.0.1:1"}, 5 * time.Second},
+		{"retries and a timeout", goredis.Options{Addr: "127.0.0.1:1", MaxRetries: 10, ReadTimeout: time.Second}, time.Second},
+		{"no timeout", goredis.Options{Addr: "127.0.0.1:1", ReadTimeout: -1}, 0},
+		{"no deadlines at all", goredis.Options{Addr: "127.0.0.1:1", ReadTimeout: -2, WriteTimeout: -2}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := goredis.NewClient(&tc.opts)
+			t.Cleanup(func() { _ = user.Close() })
+			retries, ctxTimeout := user.Options().MaxRetries, user.Options().ContextTimeoutEnabled
+			s := New(user, nil)
+			t.Cleanup(func() { _ = s.Close() })
+			c, ok := s.Client().(*goredis.Client)
+			if !ok || c == user || !s.owned {
+				t.Fatalf("the store sends with %T (owned %v), want a *goredis.Client of its own", s.Client(), s.owned)
+			}
+			o := c.Options()
+			if o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+				t.Errorf("MaxRetries %d, ContextTimeoutEnabled %v; want 0 (none) and true", o.MaxRetries, o.ContextTimeoutEnabled)
+			}
+			if o.ReadTimeout != tc.readTimeout || o.WriteTimeout < 0 {
+				t.Errorf("ReadTimeout %v, WriteTimeout %v; want %v and a deadline that the context can set", o.ReadTimeout, o.WriteTimeout, tc.readTimeout)
+			}
+			if o.Addr != user.Options().Addr || o.PoolSize != user.Options().PoolSize {
+				t.Errorf("Addr %q, PoolSize %d: not copied from the user's client", o.Addr, o.PoolSize)
+			}
+			if u := user.Options(); u.MaxRetries != retries || u.ContextTimeoutEnabled != ctxTimeout {
+				t.Errorf("the user's client was changed: MaxRetries %d, ContextTimeoutEnabled %v", u.MaxRetries, u.ContextTimeoutEnabled)
+			}
+		})
+	}
+}
+
+func TestStoreClientSafeClientShared(t *testing.T) {
+	user := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	if s.Client() != user || s.owned {
+		t.Fatalf("a client that never retries and honours deadlines should be used as it is")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Ping(ctxT(t)).Err(); err == goredis.ErrClosed {
+		t.Fatal("Close closed the user's client")
+	}
+}
+
+func TestStoreClientFromCluster(t *testing.T) {
+	user := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 5, MaxRedirects: 8, ReadOnly: true})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, ok := s.Client().(*goredis.ClusterClient)
+	if !ok || c == user || !s.owned || s.cluster != c {
+		t.Fatalf("the store sends with %T (owned %v), want a *goredis.ClusterClient of its own", s.Client(), s.owned)
+	}
+	o := c.Options()
+	if o.MaxRetries != -1 || o.MaxRedirects != 0 || !o.ContextTimeoutEnabled || o.ReadOnly {
+		t.Errorf("MaxRetries %d, MaxRedirects %d, ContextTimeoutEnabled %v, ReadOnly %v; want -1, 0, true, false",
+			o.MaxRetries, o.MaxRedirects, o.ContextTimeoutEnabled, o.ReadOnly)
+	}
+}
+
+func TestStoreClientSafeClusterShared(t *testing.T) {
+	user := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRedirects: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	if s.Client() != user || s.owned || s.cluster != user {
+		t.Fatalf("a cluster client that never retries nor redirects and honours deadlines should be used as it is")
+	}
+}
+
+func TestStoreClientFromRing(t *testing.T) {
+	user := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, ok := s.Client().(*goredis.Ring)
+	if !ok || c == user || !s.owned {
+		t.Fatalf("the store sends with %T (owned %v), want a *goredis.Ring of its own", s.Client(), s.owned)
+	}
+	if o := c.Options(); o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+		t.Errorf("MaxRetries %d, ContextTimeoutEnabled %v; want 0 (none) and true", o.MaxRetries, o.ContextTimeoutEnabled)
+	}
+}
+
+func TestStoreClientFromFailover(t *testing.T) {
+	user := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, ok := s.Client().(*goredis.Client)
+	if !ok || c == user || !s.owned {
+		t.Fatalf("the store sends with %T (owned %v), want a *goredis.Client of its own", s.Client(), s.owned)
+	}
+	o := c.Options()
+	if o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+		t.Errorf("MaxRetries %d, ContextTimeoutEnabled %v; want 0 (none) and true", o.MaxRetries, o.ContextTimeoutEnabled)
+	}
+	if o.Dialer == nil {
+		t.Errorf("the sentinel dialer was not kept")
+	}
+}
+
+func TestStoreNilClient(t *testing.T) {
+	for _, c := range []goredis.UniversalClient{nil, (*goredis.Client)(nil), (*goredis.ClusterClient)(nil), (*goredis.Ring)(nil)} {
+		s := New(c, nil)
+		if s.Client() != nil {
+			t.Errorf("New(%T nil): a client", c)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// The deadline tests give each call a Limiter timeout of callTimeout and
+// allow slack on top: far less than go-redis's defaults would take (a 5s
+// ReadTimeout, three times over with retries), far more than a loaded
+// machine needs to return an error.
+const (
+	callTimeout = 300 * time.Millisecond
+	slack       = 2 * time.Second
+)
+
+// deadlineLimiters returns a fail-closed and a fail-open Limiter on s.
+func deadlineLimiters(t *testing.T, s *Store, noScript bool) (closed, open *core.Limiter) {
+	t.Helper()
+	p := core.Policy{Name: "deadline", Limit: 10, Window: time.Minute}
+	for _, f := range []core.FailureMode{core.FailClosed, core.FailOpen} {
+		l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.GCRA{}, Store: s, Timeout: callTimeout, Failure: f, NoScript: noScript})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == core.FailClosed {
+			closed = l
+		} else {
+			open = l
+		}
+	}
+	return closed, open
+}
+
+// checkDeadline makes concurrent calls through both limiters and checks
+// that every one returns in time: fail-closed with an error matching
+// core.ErrUnavailable, fail-open with a degraded admission.
+func checkDeadline(t *testing.T, s *Store, noScript bool) {
+	t.Helper()
+	closed, open := deadlineLimiters(t, s, noScript)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			l := closed
+			if i%2 == 1 {
+				l = open
+			}
+			start := time.Now()
+			d, err := l.Allow(context.Background(), "who")
+			if el := time.Since(start); el > callTimeout+slack {
+				t.Errorf("call %d returned after %s, deadline %s", i, el, callTimeout)
+			}
+			if l == closed {
+				if !errors.Is(err, core.ErrUnavailable) {
+					t.Errorf("fail-closed call %d: %+v, %v; want an error matching core.ErrUnavailable", i, d, err)
+				}
+				return
+			}
+			if err != nil || !d.Allowed || !d.Degraded {
+				t.Errorf("fail-open call %d: %+v, %v; want a degraded admission", i, d, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestDeadlineSilentServer: a server that accepts connections and never
+// answers. The user's client has go-redis's defaults.
+func TestDeadlineSilentServer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     *Options
+		noScript bool
+	}{
+		{"batched", nil, false},
+		{"direct", &Options{NoBatch: true}, false},
+		{"generic", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProxy(t, "")
+			c := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
+			t.Cleanup(func() { _ = c.Close() })
+			s := New(c, tc.opts)
+			t.Cleanup(func() { _ = s.Close() })
+			checkDeadline(t, s, tc.noScript)
+		})
+	}
+}
+
+// TestDeadlineStoppedServer: a server that worked, then stopped (the proxy
+// in front of it closes every connection and stops listening), and an
+// address where nothing ever listened.
+func TestDeadlineStoppedServer(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) {
+		p := newProxy(t, testenv.RedisAddr(t))
+		c := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		s := New(c, nil)
+		t.Cleanup(func() { _ = s.Close() })
+		closed, _ := deadlineLimiters(t, s, false)
+		if _, err := closed.Allow(ctxT(t), "who"); err != nil {
+			t.Fatalf("before the stop: %v", err)
+		}
+		p.Close()
+		checkDeadline(t, s, false)
+		checkDeadline(t, s, true)
+	})
+	t.Run("never listened", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		s := New(c, nil)
+		t.Cleanup(func() { _ = s.Close() })
+		checkDeadline(t, s, false)
+		// A refused connection proves that nothing was sent.
+		_, err = s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), core.Key{Namespace: "x", Identity: "y"}, core.ScriptArgs{N: 1})
+		if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Fatalf("refused connection: %v; want core.ErrUnavailable and not core.ErrOutcomeUnknown", err)
+		}
+	})
+}
+
+// TestDeadlineStoppedCluster: every node of the real cluster behind a proxy
+// that stops after the first decision.
+func TestDeadlineStoppedCluster(t *testing.T) {
+	addrs := testenv.RedisClusterAddrs(t)
+	via := map[string]string{}
+	var ps []*proxy
+	for _, a := range addrs {
+		p := newProxy(t, a)
+		via[a] = p.Addr()
+		ps = append(ps, p)
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs: addrs,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if pa, ok := via[addr]; ok {
+				addr = pa
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	closed, _ := deadlineLimiters(t, s, false)
+	if _, err := closed.Allow(ctxT(t), "who"); err != nil {
+		t.Fatalf("before the stop: %v", err)
+	}
+	for _, p := range ps {
+		p.Close()
+	}
+	checkDeadline(t, s, false)
+	checkDeadline(t, s, true)
+}

@@ -1,0 +1,134 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// A test that moves slots between masters changes the cluster under every
+// other test that uses it, and Redis's gossip can leave a slot claimed by
+// no master after quick moves. So such a test gets a cluster of its own: real
+// redis-server processes on loopback ports of their own, gone when it ends.
+
+// freePort returns a loopback port that nothing listened on a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startCluster starts a Redis Cluster of masters nodes, slots spread
+// evenly, and returns their addresses once every node agrees on the slot
+// map.
+func startCluster(t *testing.T, masters int) []string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
+			t.Fatalf("redis-server is not installed: %v", err)
+		}
+		t.Skipf("redis-server is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	addrs := make([]string, masters)
+	buses := make([]int, masters)
+	clients := make([]*goredis.Client, masters)
+	for i := range masters {
+		port, bus := freePort(t), freePort(t)
+		addrs[i], buses[i] = fmt.Sprintf("127.0.0.1:%d", port), bus
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus),
+			"--bind", "127.0.0.1", "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)),
+			"--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", i)))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: addrs[i]})
+		t.Cleanup(func() { _ = clients[i].Close() })
+	}
+	ctx := context.Background()
+	waitFor(t, "the nodes to start", func() bool {
+		for _, c := range clients {
+			if c.Ping(ctx).Err() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	per := 16384 / masters
+	for i, c := range clients {
+		last := (i+1)*per - 1
+		if i == masters-1 {
+			last = 16383
+		}
+		if err := c.Do(ctx, "cluster", "addslotsrange", i*per, last).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			host, port, _ := strings.Cut(addrs[0], ":")
+			if err := c.Do(ctx, "cluster", "meet", host, port, buses[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "the cluster to form", func() bool {
+		var first string
+		for i, c := range clients {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") ||
+				!strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", masters)) {
+				return false
+			}
+			shards, err := c.ClusterShards(ctx).Result()
+			if err != nil {
+				return false
+			}
+			var view []string
+			for _, sh := range shards {
+				for _, n := range sh.Nodes {
+					view = append(view, fmt.Sprint(sh.Slots, n.IP, n.Port, n.Role))
+				}
+			}
+			slices.Sort(view)
+			if s := strings.Join(view, ";"); i == 0 {
+				first = s
+			} else if s != first {
+				return false
+			}
+		}
+		return true
+	})
+	return addrs
+}
+
+// waitFor polls cond every 20ms, for at most 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

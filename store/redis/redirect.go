@@ -1,0 +1,77 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// A cluster client's own redirect loop also re-sends commands after
+// timeouts and broken connections, so the store turns it off
+// (MaxRedirects -1) and follows MOVED and ASK itself: both replies prove
+// that the command did not run, so sending it to the node they name is safe.
+
+// process sends one command, following redirects on a cluster.
+func (s *Store) process(ctx context.Context, cmd goredis.Cmder) error {
+	err := s.client.Process(ctx, cmd)
+	for i := 0; err != nil && i < maxResends; i++ {
+		resent, rerr := s.redirect(ctx, cmd, err)
+		if !resent {
+			break
+		}
+		err = rerr
+	}
+	return err
+}
+
+// redirect sends cmd again to the node that err, a MOVED or ASK reply,
+// names (after ASKING, for ASK). It reports false, with err, when err is no
+// redirect or the store is not on a cluster.
+func (s *Store) redirect(ctx context.Context, cmd goredis.Cmder, err error) (bool, error) {
+	if s.cluster == nil {
+		return false, err
+	}
+	addr, ask := "", false
+	if a, ok := goredis.IsMovedError(err); ok {
+		addr = a
+	} else if a, ok := goredis.IsAskError(err); ok {
+		addr, ask = a, true
+	} else {
+		return false, err
+	}
+	node, nerr := s.node(ctx, addr)
+	if nerr != nil {
+		// Still a redirect reply underneath: the command did not run.
+		return false, errors.Join(err, nerr)
+	}
+	if !ask {
+		return true, node.Process(ctx, cmd)
+	}
+	pipe := node.Pipeline()
+	_ = pipe.Process(ctx, goredis.NewStatusCmd(ctx, "asking"))
+	_ = pipe.Process(ctx, cmd)
+	_, _ = pipe.Exec(ctx)
+	return true, cmd.Err()
+}
+
+// node returns the cluster's client for the node at addr. It reloads the
+// cluster's slot map first, so that later commands are routed right too.
+func (s *Store) node(ctx context.Context, addr string) (*goredis.Client, error) {
+	var found atomic.Pointer[goredis.Client]
+	err := s.cluster.ForEachShard(ctx, func(_ context.Context, c *goredis.Client) error {
+		if c.Options().Addr == addr {
+			found.Store(c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c := found.Load(); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("sluice/redis: redirected to %s, which is not in the cluster's slot map", addr)
+}

@@ -1,0 +1,255 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+)
+
+// clusterNode is one master of a private test cluster, reached directly.
+type clusterNode struct {
+	c    *goredis.Client
+	id   string
+	host string
+	port int
+}
+
+func clusterNodes(t *testing.T, admin *goredis.ClusterClient) []*clusterNode {
+	t.Helper()
+	var mu sync.Mutex
+	var nodes []*clusterNode
+	err := admin.ForEachMaster(ctxT(t), func(ctx context.Context, c *goredis.Client) error {
+		id, err := c.Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			return err
+		}
+		host, port, _ := strings.Cut(c.Options().Addr, ":")
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		nodes = append(nodes, &clusterNode{c: c, id: id, host: host, port: p})
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+// slotOwner is the address of the master that serves slot in c's view.
+func slotOwner(ctx context.Context, c goredis.UniversalClient, slot int) (string, error) {
+	shards, err := c.ClusterShards(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return fmt.Sprintf("%s:%d", n.IP, n.Port), nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no master serves slot %d", slot)
+}
+
+// owner returns the master that serves slot.
+func owner(t *testing.T, admin *goredis.ClusterClient, nodes []*clusterNode, slot int) *clusterNode {
+	t.Helper()
+	addr, err := slotOwner(ctxT(t), admin, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.c.Options().Addr == addr {
+			return n
+		}
+	}
+	t.Fatalf("slot %d is served by %s, which is no master of the cluster", slot, addr)
+	return nil
+}
+
+// setSlot runs CLUSTER SETSLOT slot args... on n.
+func setSlot(t *testing.T, n *clusterNode, slot int, args ...any) {
+	t.Helper()
+	if err := n.c.Do(ctxT(t), append([]any{"cluster", "setslot", slot}, args...)...).Err(); err != nil {
+		t.Fatalf("CLUSTER SETSLOT %d %v on %s: %v", slot, args, n.c.Options().Addr, err)
+	}
+}
+
+// migrateKeys moves every key of slot from src to dst, which must be
+// importing it.
+func migrateKeys(t *testing.T, src, dst *clusterNode, slot int) {
+	t.Helper()
+	keys, err := src.c.ClusterGetKeysInSlot(ctxT(t), slot, 1000).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		return
+	}
+	args := []any{"migrate", dst.host, dst.port, "", 0, 5000, "keys"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := src.c.Do(ctxT(t), args...).Err(); err != nil {
+		t.Fatalf("MIGRATE slot %d from %s: %v", slot, src.c.Options().Addr, err)
+	}
+}
+
+// assignSlot ends a migration of slot from src to dst: every master is
+// told, the new owner first, and the call waits until they all agree.
+func assignSlot(t *testing.T, nodes []*clusterNode, src, dst *clusterNode, slot int) {
+	t.Helper()
+	setSlot(t, dst, slot, "node", dst.id)
+	setSlot(t, src, slot, "node", dst.id)
+	for _, n := range nodes {
+		if n != src && n != dst {
+			setSlot(t, n, slot, "node", dst.id)
+		}
+	}
+	waitFor(t, "the masters to agree on the slot's new owner", func() bool {
+		for _, n := range nodes {
+			if addr, err := slotOwner(ctxT(t), n.c, slot); err != nil || addr != dst.c.Options().Addr {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// errorstat reads how many error replies starting with code n has sent.
+func errorstat(t *testing.T, n *clusterNode, code string) int64 {
+	t.Helper()
+	info, err := n.c.Info(ctxT(t), "errorstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "errorstat_"+code+":count="); ok {
+			x, _ := strconv.ParseInt(v, 10, 64)
+			return x
+		}
+	}
+	return 0
+}
+
+// appendByte is a Mutation that appends '+' to the state.
+type appendByte struct{}
+
+func (appendByte) Apply(state []byte) ([]byte, time.Duration) {
+	return append(state, '+'), time.Hour
+}
+
+// TestClusterRedirects migrates a key's slot to another master of a private
+// cluster under stores whose slot maps are stale. During the migration,
+// with the key already moved, the old owner answers ASK; after it, MOVED.
+// The stores follow both themselves (the replies prove the command did not
+// run), on the script path and the generic path, and every decision
+// continues the same state.
+func TestClusterRedirects(t *testing.T) {
+	addrs := startCluster(t, 3)
+	newUser := func() *goredis.ClusterClient {
+		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	admin := newUser()
+	nodes := clusterNodes(t, admin)
+	for _, opts := range []*Options{nil, {NoBatch: true}} {
+		name := "batched"
+		if opts != nil {
+			name = "direct"
+		}
+		t.Run(name, func(t *testing.T) {
+			scripts := New(newUser(), opts) // the script path
+			generic := New(newUser(), opts) // the generic path, on a key of its own
+			t.Cleanup(func() { _ = scripts.Close(); _ = generic.Close() })
+			key := testKey(t, admin)
+			// A second key in the same slot: the same hash tag.
+			gkey := core.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
+			t.Cleanup(func() { admin.Del(context.Background(), gkey.String()) })
+
+			slot64, err := admin.ClusterKeySlot(ctxT(t), key.String()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slot := int(slot64)
+			src := owner(t, admin, nodes, slot)
+			dst := nodes[0]
+			if dst == src {
+				dst = nodes[1]
+			}
+
+			p := core.Policy{Name: "redirect", Limit: 10, Window: time.Hour}
+			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+			alg := algorithm.GCRA{}
+			var state []byte
+			decide := func(step string) {
+				t.Helper()
+				next, _, want := alg.Step(state, now, 1, &p)
+				if next != nil {
+					state = next
+				}
+				r, err := scripts.RunScript(ctxT(t), alg.Script(), key, core.NewScriptArgs(&p, now, 1))
+				if err != nil {
+					t.Fatalf("%s: %v", step, err)
+				}
+				if got := r.Decision(); got != want {
+					t.Fatalf("%s:\n got  %+v\n want %+v", step, got, want)
+				}
+			}
+			update := func(step string) {
+				t.Helper()
+				before, err := admin.Get(ctxT(t), gkey.String()).Result()
+				if err != nil && err != goredis.Nil {
+					t.Fatal(err)
+				}
+				if err := generic.Update(ctxT(t), gkey, appendByte{}); err != nil {
+					t.Fatalf("%s: Update: %v", step, err)
+				}
+				if after, err := admin.Get(ctxT(t), gkey.String()).Result(); err != nil || after != before+"+" {
+					t.Fatalf("%s: the key holds %q (%v), want %q", step, after, err, before+"+")
+				}
+			}
+			decide("before the migration")
+			decide("before the migration, again")
+			update("before the migration")
+			update("before the migration, again")
+
+			asks, moves := errorstat(t, src, "ASK"), errorstat(t, src, "MOVED")
+			setSlot(t, dst, slot, "importing", src.id)
+			setSlot(t, src, slot, "migrating", dst.id)
+			migrateKeys(t, src, dst, slot)
+			decide("during the migration")
+			update("during the migration")
+			if errorstat(t, src, "ASK") == asks {
+				t.Fatal("the migrating node sent no ASK: the test proved nothing")
+			}
+
+			assignSlot(t, nodes, src, dst, slot)
+			decide("after the migration")
+			update("after the migration")
+			if errorstat(t, src, "MOVED") == moves {
+				t.Fatal("the old owner sent no MOVED: the test proved nothing")
+			}
+			decide("after the migration, again")
+			update("after the migration, again")
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package redis
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// maxResends bounds how often one call is sent again after a reply proving
+// it did not run: NOSCRIPT, then a redirect, then NOSCRIPT on the new node,
+// then one more redirect (a slot that moved again).
+const maxResends = 4
+
+// RunScript runs s on key with args in one round trip (core.ScriptRunner):
+// EVALSHA with s.Hash, and EVAL with s.Source when the server has lost the
+// script (NOSCRIPT: after a restart, a failover or SCRIPT FLUSH), so a
+// NOSCRIPT never reaches the caller. ARGV follows core.ScriptArgs; the
+// reply must be six integers.
+//
+// A command is sent again only after a reply proving it did not run
+// (NOSCRIPT, and on a cluster MOVED and ASK). Every error matches
+// core.ErrUnavailable; one after which the script may have run (a timeout
+// or a broken connection once the command was sent, an error raised inside
+// the script) also matches core.ErrOutcomeUnknown. RunScript returns by
+// ctx's deadline.
+func (s *Store) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+	if s.client == nil {
+		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNoClient}
+	}
+	if sc == nil {
+		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNilScript}
+	}
+	if err := ctx.Err(); err != nil {
+		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: err} // nothing was sent
+	}
+	c := getCall(sc, key, args)
+	var err error
+	if b := s.batcherFor(ctx, c.key); b != nil {
+		var held bool
+		if err, held = b.do(ctx, c); held {
+			return core.ScriptResult{}, err // already a store error
+		}
+	} else {
+		err = s.client.Process(ctx, c.cmd)
+	}
+	for i := 0; err != nil && i < maxResends; i++ {
+		if isNoScript(err) && c.argv[0] == "evalsha" {
+			c.eval(sc)
+			err = s.client.Process(ctx, c.cmd)
+			continue
+		}
+		resent, rerr := s.redirect(ctx, c.cmd, err)
+		if !resent {
+			break
+		}
+		err = rerr
+	}
+	if err != nil {
+		putCall(c)
+		return core.ScriptResult{}, storeError("script", err)
+	}
+	r, err := c.result()
+	putCall(c)
+	if err != nil {
+		return r, storeError("script", err)
+	}
+	return r, nil
+}

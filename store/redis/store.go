@@ -1,0 +1,122 @@
+package redis
+
+import (
+	"context"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+)
+
+var (
+	_ core.Store        = (*Store)(nil)
+	_ core.ScriptRunner = (*Store)(nil)
+	_ core.Deleter      = (*Store)(nil)
+	_ core.Closer       = (*Store)(nil)
+)
+
+// Store keeps Sluice's state in Redis, through go-redis v9: a single node,
+// a sentinel-managed primary (a failover client), a Redis Cluster or a Ring.
+// Each script decision is one round trip (core.ScriptRunner); algorithms
+// without a Lua twin, and Limiters with core.Config.NoScript, use a
+// compare-and-set loop (core.Store). See the package doc for the guarantees.
+//
+// A Store is safe for concurrent use. Share one per client: its batcher
+// coalesces the decisions of all goroutines that use it.
+type Store struct {
+	client  goredis.UniversalClient
+	cluster *goredis.ClusterClient // set when client is a cluster client
+	owned   bool                   // the store built client and closes it
+	opts    Options
+
+	single *batcher // the batcher of a client that is not a cluster
+	nodes  sync.Map // cluster: *goredis.Client (a master) → *batcher
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Store over c. It never fails: a nil c gives a store whose
+// every call returns an error matching core.ErrUnavailable.
+//
+// When c is a *goredis.Client (including a sentinel failover client), a
+// *goredis.ClusterClient or a *goredis.Ring whose options would let go-redis
+// re-send a command or outwait a context's deadline, the store sends through
+// a client of its own, built from a copy of c's options (see the package
+// doc); c is then left for the caller to use and close. Hooks added to c do
+// not see the store's commands: add them to Client(). Any other
+// UniversalClient is used as it is, and the guarantees then rest on its
+// configuration.
+func New(c goredis.UniversalClient, opts *Options) *Store {
+	s := &Store{opts: opts.withDefaults()}
+	if isNil(c) {
+		return s
+	}
+	s.client, s.owned, s.cluster = storeClient(c)
+	if !s.opts.NoBatch && s.cluster == nil {
+		s.single = newBatcher(s)
+	}
+	return s
+}
+
+// isNil reports a nil client, also one of the known types in an interface.
+func isNil(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *goredis.Client:
+		return c == nil
+	case *goredis.ClusterClient:
+		return c == nil
+	case *goredis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// Client returns the client the store sends with: the one given to New, or
+// the store's own copy of it (see New).
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
+// Close closes the store's own client, if it built one; a client given to
+// New and used as it is stays open. Calls after Close fail with an error
+// matching core.ErrUnavailable. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.owned {
+			s.closeErr = s.client.Close()
+		}
+	})
+	return s.closeErr
+}
+
+// Delete removes key's state (core.Deleter, for Limiter.Reset).
+func (s *Store) Delete(ctx context.Context, key core.Key) error {
+	if s.client == nil {
+		return &core.StoreError{Op: "delete", Err: errNoClient}
+	}
+	cmd := goredis.NewIntCmd(ctx, "del", key.String())
+	if err := s.process(ctx, cmd); err != nil {
+		return storeError("delete", err)
+	}
+	return nil
+}
+
+// batcherFor returns the batcher for key's node, or nil to send directly.
+func (s *Store) batcherFor(ctx context.Context, key string) *batcher {
+	if s.cluster == nil {
+		return s.single
+	}
+	if s.opts.NoBatch {
+		return nil
+	}
+	node, err := s.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil // sending directly reports the same failure
+	}
+	if b, ok := s.nodes.Load(node); ok {
+		return b.(*batcher)
+	}
+	b, _ := s.nodes.LoadOrStore(node, newBatcher(s))
+	return b.(*batcher)
+}
