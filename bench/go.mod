@@ -2,17 +2,17 @@ module github.com/sluicehq/sluice/bench
 
 go 1.26.8
 
-require github.com/sluicehq/sluice v0.0.0
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sluicehq/sluice v0.0.0
+	github.com/valkey-io/valkey-go v1.0.79
+)
 
 require (
-	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+const benchSynopsis = `Measures a store: decisions per second and latency percentiles (p50, p99,
+p99.9) for one algorithm, with a chosen number of concurrent callers spread over
+a chosen number of keys. Every caller is one goroutine on one of --instances
+Limiters, each with its own store client (a fleet in one process). The policy
+admits almost everything by default, so every decision writes; --limit lowers
+it to measure denials too. For the speed of the library itself, the Go
+benchmarks (make bench) are the reference; this measures a deployment.`
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", benchSynopsis, stdout)
+	store := fs.String("store", "", "store (required): memory, embedded, redis://…, valkey://…, memcache://…")
+	algName := fs.String("algorithm", "gcra", "algorithm to measure")
+	conc := fs.Int("concurrency", 64, "concurrent callers")
+	keys := fs.Int("keys", 1, "callers spread over this many keys (1: one hot key)")
+	instances := fs.Int("instances", 2, "Limiters, each with its own store client")
+	duration := fs.Duration("duration", 5*time.Second, "how long to run")
+	limit := fs.Int64("limit", 1_000_000, "policy limit per --window")
+	window := fs.Duration("window", time.Second, "policy window")
+	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal, runs over 2s), on, off")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *store == "":
+		return usagef("--store is required")
+	case *conc < 1 || *conc > 10_000:
+		return usagef("--concurrency must be 1 to 10000")
+	case *keys < 1 || *keys > 10_000_000:
+		return usagef("--keys must be 1 to 10000000")
+	case *instances < 1 || *instances > 64:
+		return usagef("--instances must be 1 to 64")
+	case *duration <= 0 || *duration > time.Hour:
+		return usagef("--duration must be positive and at most 1h")
+	case *progress != "auto" && *progress != "on" && *progress != "off":
+		return usagef("--progress must be auto, on or off")
+	}
+	algs, err := parseAlgorithms(*algName)
+	if err != nil {
+		return err
+	}
+	alg := algs[0]
+	p := core.Policy{Name: "bench", Limit: *limit, Window: *window}
+	if err := p.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	b, err := openBackend(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	prefix := "sluice-bench-" + randomHex(4)
+	var limiters []*core.Limiter
+	for range *instances {
+		s, closeStore, err := b.NewStore()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: prefix})
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		limiters = append(limiters, l)
+	}
+	identities := make([]string, *keys)
+	for i := range identities {
+		identities[i] = "client-" + strconv.Itoa(i)
+	}
+	fmt.Fprintf(stdout, "bench %s on %s: %d callers, %d keys, %d instances, %s, policy %s\n",
+		alg.Name(), b.Name, *conc, *keys, *instances, *duration, p)
+
+	showBar := *progress == "on" || *progress == "auto" && *duration > 2*time.Second && isTerminal(os.Stderr)
+	var bar *progressbar.ProgressBar
+	if showBar {
+		bar = progressbar.NewOptions64(int64(*duration/(100*time.Millisecond)),
+			progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("benchmarking"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
+	}
+	r := benchRun(ctx, limiters, identities, *conc, *duration, alg, func(elapsed time.Duration) {
+		if bar != nil {
+			_ = bar.Set64(int64(elapsed / (100 * time.Millisecond)))
+		}
+	})
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	fmt.Fprintf(stdout, "\ndecisions   %d in %s: %.0f decisions/s\n", r.total, r.elapsed.Round(time.Millisecond), float64(r.total)/r.elapsed.Seconds())
+	fmt.Fprintf(stdout, "admitted    %d, denied %d, errors %d\n", r.admitted, r.total-r.admitted-r.errors, r.errors)
+	fmt.Fprintf(stdout, "latency     p50 %s  p99 %s  p99.9 %s  max %s\n",
+		r.hist.quantile(0.5), r.hist.quantile(0.99), r.hist.quantile(0.999), r.hist.max)
+	if r.firstErr != nil {
+		fmt.Fprintf(stdout, "first error %v\n", r.firstErr)
+	}
+	if r.total > 0 && r.errors == r.total {
+		return errFailed
+	}
+	return nil
+}
+
+type benchResult struct {
+	total, admitted, errors int64
+	elapsed                 time.Duration
+	hist                    *histogram
+	firstErr                error
+}
+
+// benchRun keeps conc callers busy for d and merges their histograms. The
+// run's end stops callers from starting a call; calls under way finish
+// under their own deadline, so the end of the run is not counted as errors.
+func benchRun(ctx context.Context, ls []*core.Limiter, ids []string, conc int, d time.Duration, alg core.Algorithm, tick func(time.Duration)) benchResult {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	call := context.WithoutCancel(ctx)
+	_, leaser := alg.(core.Leaser)
+	var res benchResult
+	res.hist = newHistogram()
+	var mu sync.Mutex
+	var admitted, errs atomic.Int64
+	var firstErr atomic.Pointer[error]
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range conc {
+		wg.Go(func() {
+			h := newHistogram()
+			l := ls[g%len(ls)]
+			for i := g; ctx.Err() == nil; i += conc {
+				id := ids[i%len(ids)]
+				t0 := time.Now()
+				var dec core.Decision
+				var err error
+				if leaser {
+					var lease *core.Lease
+					lease, dec, err = l.Acquire(call, id)
+					if lease != nil {
+						_ = lease.Release(call)
+					}
+				} else {
+					dec, err = l.Allow(call, id)
+				}
+				h.add(time.Since(t0))
+				switch {
+				case err != nil:
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+				case dec.Allowed:
+					admitted.Add(1)
+				}
+			}
+			mu.Lock()
+			res.hist.merge(h)
+			mu.Unlock()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-t.C:
+			tick(time.Since(start))
+		}
+	}
+	res.elapsed = time.Since(start)
+	res.total, res.admitted, res.errors = res.hist.count, admitted.Load(), errs.Load()
+	if e := firstErr.Load(); e != nil {
+		res.firstErr = *e
+	}
+	return res
+}
+
+// histogram records latencies at 1µs resolution below 10ms and 100µs
+// resolution up to 10s (longer counts as 10s): bounded memory, whatever the
+// run's length.
+type histogram struct {
+	fine   [10_000]int64 // [i µs, i+1 µs)
+	coarse [100_000]int64
+	count  int64
+	max    time.Duration
+}
+
+func newHistogram() *histogram { return &histogram{} }
+
+func (h *histogram) add(d time.Duration) {
+	h.count++
+	h.max = max(h.max, d)
+	us := d.Microseconds()
+	switch {
+	case us < int64(len(h.fine)):
+		h.fine[us]++
+	default:
+		h.coarse[min(us/100, int64(len(h.coarse)-1))]++
+	}
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i, n := range o.fine {
+		h.fine[i] += n
+	}
+	for i, n := range o.coarse {
+		h.coarse[i] += n
+	}
+	h.count += o.count
+	h.max = max(h.max, o.max)
+}
+
+// quantile returns the upper edge of the bucket holding quantile q.
+func (h *histogram) quantile(q float64) time.Duration {
+	if h.count == 0 {
+		return 0
+	}
+	rank := int64(q*float64(h.count-1)) + 1
+	var seen int64
+	for i, n := range h.fine {
+		if seen += n; seen >= rank {
+			return time.Duration(i+1) * time.Microsecond
+		}
+	}
+	for i, n := range h.coarse {
+		if seen += n; seen >= rank {
+			return time.Duration(i+1) * 100 * time.Microsecond
+		}
+	}
+	return h.max
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

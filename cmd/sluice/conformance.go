@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/core"
+)
+
+const conformanceSynopsis = `Runs Sluice's conformance suite (package conformance: no over-admission
+under concurrency, agreement with each algorithm's Go step, honest Retry-After,
+bad input rejected with nothing written, Reset) against a live store, without
+writing Go, and prints a pass/fail table per algorithm and path ("script" is
+the Lua twin run by a Redis or Valkey server, "generic" the read-modify-write
+every store has). It writes keys under its own random prefix and deletes them.`
+
+// childEnv carries the store to a re-executed copy of this binary, which runs
+// the suite under package testing (the suite reports through *testing.T).
+const childEnv = "SLUICE_CONFORMANCE_STORE"
+
+func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("conformance", conformanceSynopsis, stdout)
+	store := fs.String("store", "", "store to test (required): memory, embedded, redis://…, valkey://…, memcache://…")
+	run := fs.String("run", "", "only checks whose name matches this `regexp` (as go test -run; e.g. gcra)")
+	verbose := fs.Bool("v", false, "print the suite's whole output")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	skew := fs.Duration("clock-skew", time.Second, "clock skew between instances to check for stores that use the limiter's clock (0 skips that check)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *store == "" {
+		return usagef("--store is required")
+	}
+	if *run != "" {
+		if _, err := regexp.Compile(*run); err != nil {
+			return usagef("--run: %v", err)
+		}
+	}
+	b, err := openBackend(ctx, *store) // fail fast, exit 3, on a store that does not answer
+	if err != nil {
+		return err
+	}
+	name := b.Name
+	b.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cargs := []string{"-test.v", "-test.timeout", timeout.String(), "-test.count", "1"}
+	if *run != "" {
+		cargs = append(cargs, "-test.run", "TestConformance/.*/.*"+*run)
+	}
+	cmd := exec.CommandContext(ctx, self, cargs...)
+	cmd.Env = append(os.Environ(), childEnv+"="+*store, "SLUICE_CONFORMANCE_SKEW="+skew.String())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	fmt.Fprintf(stdout, "conformance suite against %s…\n", name)
+	start := time.Now()
+	runErr := cmd.Run()
+	results := parseTestOutput(out.Bytes())
+	if *verbose {
+		_, _ = stdout.Write(out.Bytes())
+	}
+	if len(results) == 0 {
+		_, _ = stderr.Write(out.Bytes())
+		return fmt.Errorf("the suite ran no check (%v)", runErr)
+	}
+	failed := printTable(stdout, results)
+	fmt.Fprintf(stdout, "\n%s in %s\n", map[bool]string{true: "FAIL", false: "PASS"}[failed || runErr != nil], time.Since(start).Round(time.Millisecond))
+	if failed || runErr != nil {
+		if !*verbose {
+			fmt.Fprintln(stdout, "\nfailures:")
+			printFailures(stdout, out.Bytes())
+		}
+		return errFailed
+	}
+	return nil
+}
+
+var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+)/([^/\s]+) `)
+
+// parseTestOutput maps "path/algorithm" to PASS, FAIL or SKIP.
+func parseTestOutput(out []byte) map[[2]string]string {
+	res := map[[2]string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := resultLine.FindStringSubmatch(sc.Text()); m != nil {
+			res[[2]string{m[2], m[3]}] = m[1]
+		}
+	}
+	return res
+}
+
+func printTable(w io.Writer, results map[[2]string]string) (failed bool) {
+	paths, algs := map[string]bool{}, map[string]bool{}
+	for k, v := range results {
+		paths[k[0]], algs[k[1]] = true, true
+		failed = failed || v == "FAIL"
+	}
+	pathList := sortedKeys(paths)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nalgorithm\t%s\n", strings.Join(pathList, "\t"))
+	for _, a := range sortedKeys(algs) {
+		row := a
+		for _, p := range pathList {
+			v := results[[2]string{p, a}]
+			if v == "" {
+				v = "-"
+			}
+			row += "\t" + v
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+	return failed
+}
+
+// printFailures prints what failing checks said: everything but the
+// RUN/PASS bookkeeping of go test -v.
+func printFailures(w io.Writer, out []byte) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- PASS") || strings.HasPrefix(t, "--- SKIP") || t == "PASS" {
+			continue
+		}
+		fmt.Fprintln(w, l)
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// conformanceChild runs the suite in this process under package testing and
+// exits. It is entered when childEnv is set (see main).
+func conformanceChild(spec string) {
+	skew, _ := time.ParseDuration(os.Getenv("SLUICE_CONFORMANCE_SKEW"))
+	b, err := openBackend(context.Background(), spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(exitUnreachable)
+	}
+	defer b.Close()
+	os.Args = append([]string{os.Args[0]}, os.Args[1:]...)
+	tests := []testing.InternalTest{{Name: "TestConformance", F: func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T) conformance.Harness { return cliHarness{b: b, skew: skew} })
+	}}}
+	testing.Main(func(pat, str string) (bool, error) { return regexp.MatchString(pat, str) }, tests, nil, nil)
+}
+
+// cliHarness hands the suite fresh clients of the store named on the
+// command line.
+type cliHarness struct {
+	b    *backend
+	skew time.Duration
+}
+
+func (h cliHarness) NewStore(t testing.TB) core.Store {
+	s, closeStore, err := h.b.NewStore()
+	if err != nil {
+		t.Fatalf("new client of %s: %v", h.b.Name, err)
+	}
+	t.Cleanup(closeStore)
+	return s
+}
+
+func (h cliHarness) Capabilities() conformance.Capabilities {
+	c := conformance.Capabilities{Scripts: h.b.Scripts}
+	if h.b.Shared {
+		c.ClockSkew = h.skew
+	}
+	return c
+}

@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v5"
+
+	secho "github.com/sluicehq/sluice/adapters/echo"
+	sgin "github.com/sluicehq/sluice/adapters/gin"
+	"github.com/sluicehq/sluice/adapters/nethttp"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+)
+
+const demoSynopsis = `Shows one limit held across a fleet. Part one: for each algorithm, 200
+concurrent checks for one client, spread over two Limiters with their own store
+clients, against a limit of 25 per 2 s. Part two: three HTTP instances on
+loopback — net/http, gin and echo — each with its own store client, take 200
+concurrent requests from one client between them. Then it waits out the window
+and shows that admission resumes.
+
+The default store is an embedded Redis (miniredis), so the Lua path runs with
+no server installed.`
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", demoSynopsis, stdout)
+	store := fs.String("store", "embedded", "store: embedded, memory, redis://…, valkey://…, memcache://…")
+	requests := fs.Int("requests", 200, "concurrent requests in each burst")
+	limit := fs.Int64("limit", 25, "units per window")
+	window := fs.Duration("window", 2*time.Second, "window length")
+	httpAlg := fs.String("http-algorithm", "sliding-log", "algorithm of the HTTP instances")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *requests < 1 || *requests > 10_000 {
+		return usagef("--requests must be 1 to 10000")
+	}
+	p := core.Policy{Name: "demo", Limit: *limit, Window: *window}
+	if err := p.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	if *window > time.Minute {
+		return usagef("--window above 1m would keep the demo waiting")
+	}
+	alg, err := algorithm.ByName(*httpAlg)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if _, ok := alg.(core.Leaser); ok {
+		return usagef("--http-algorithm must be a rate algorithm, not %s", alg.Name())
+	}
+	b, err := openBackend(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	d := &demo{b: b, p: p, requests: *requests, prefix: "sluice-demo-" + randomHex(4), out: stdout}
+	fmt.Fprintf(stdout, "store: %s\npolicy: %s\n\n", b.Name, p)
+
+	ok, err := d.algorithms(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	httpOK, resume, err := d.http(ctx, alg)
+	if err != nil {
+		return err
+	}
+	if !ok || !httpOK || !resume {
+		fmt.Fprintln(stdout, "\nFAIL: a count was not what the algorithm promises (see above)")
+		return errFailed
+	}
+	fmt.Fprintln(stdout, "\nOK: every algorithm kept its promise, the fleet admitted exactly the limit, and admission resumed after the window.")
+	return nil
+}
+
+type demo struct {
+	b        *backend
+	p        core.Policy
+	requests int
+	prefix   string
+	out      io.Writer
+	closers  []func()
+}
+
+// limiter returns a Limiter with a store client of its own: one instance of
+// the fleet.
+func (d *demo) limiter(alg core.Algorithm) (*core.Limiter, error) {
+	s, closeStore, err := d.b.NewStore()
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, closeStore)
+	return core.New(core.Config{Policy: d.p, Algorithm: alg, Store: s, Prefix: d.prefix + ":" + alg.Name(), Timeout: 5 * time.Second})
+}
+
+func (d *demo) close() {
+	for _, c := range d.closers {
+		c()
+	}
+}
+
+type burst struct {
+	alg        core.Algorithm
+	admitted   int64
+	errors     int64
+	denied     core.Decision
+	limiters   []*core.Limiter
+	leases     []*core.Lease
+	start, end time.Time
+	mu         sync.Mutex
+	firstErr   error
+}
+
+// bound is what the algorithm promises for this burst, which took real
+// time: exactly the quota when nothing can refill or roll over during it,
+// else at least the quota and at most the algorithm's stated bound.
+func (bu *burst) bound(p core.Policy, quota int64) (lo, hi int64, why string) {
+	d := bu.end.Sub(bu.start).Microseconds()
+	t := p.IntervalMicros()
+	w := p.WindowMicros()
+	straddles := bu.start.UnixMicro()/w != bu.end.UnixMicro()/w
+	switch bu.alg.(type) {
+	case algorithm.TokenBucket, algorithm.GCRA:
+		// Burst + ⌊d/T⌋: the burst itself took d, and tokens came back.
+		if extra := d / t; extra > 0 {
+			return quota, quota + extra, fmt.Sprintf("exact up to refill: %d + ⌊%s / %s⌋", quota, bu.end.Sub(bu.start).Round(time.Millisecond), core.Micros(t))
+		}
+	case algorithm.LeakyBucket:
+		return quota, quota + d/t, fmt.Sprintf("queue: %d at once, the rest delayed up to %s", p.Capacity(), p.Window)
+	case algorithm.FixedWindow, algorithm.SlidingCounter:
+		if straddles {
+			return quota, 2 * quota, "the burst straddled an aligned window edge: up to 2× the limit"
+		}
+	case algorithm.Concurrency:
+		return quota, quota, "in flight at once, released after the burst"
+	}
+	return quota, quota, "exact"
+}
+
+// algorithms runs part one: every algorithm, one burst each; then one wait
+// for the window; then one more request each.
+func (d *demo) algorithms(ctx context.Context) (bool, error) {
+	defer d.close()
+	fmt.Fprintf(d.out, "Part 1: %d concurrent checks for one client on each algorithm, over two Limiters\n\n", d.requests)
+	var bursts []*burst
+	for _, alg := range algorithm.All() {
+		bu := &burst{alg: alg}
+		for range 2 {
+			l, err := d.limiter(alg)
+			if err != nil {
+				return false, err
+			}
+			bu.limiters = append(bu.limiters, l)
+		}
+		bursts = append(bursts, bu)
+	}
+	// One algorithm at a time: a burst of 200 is the test, 1400 at once
+	// would only measure the store's queue.
+	start := time.Now()
+	for _, bu := range bursts {
+		var wg sync.WaitGroup
+		bu.start = time.Now()
+		for i := range d.requests {
+			l := bu.limiters[i%2]
+			wg.Go(func() {
+				var dec core.Decision
+				var err error
+				if _, ok := bu.alg.(core.Leaser); ok {
+					var lease *core.Lease
+					lease, dec, err = l.Acquire(ctx, "client-1")
+					if lease != nil {
+						bu.mu.Lock()
+						bu.leases = append(bu.leases, lease)
+						bu.mu.Unlock()
+					}
+				} else {
+					dec, err = l.Allow(ctx, "client-1")
+				}
+				bu.mu.Lock()
+				defer bu.mu.Unlock()
+				switch {
+				case err != nil:
+					bu.errors++
+					if bu.firstErr == nil {
+						bu.firstErr = err
+					}
+				case dec.Allowed:
+					bu.admitted++
+				case bu.denied.Limit == 0:
+					bu.denied = dec
+				}
+			})
+		}
+		wg.Wait()
+		bu.end = time.Now()
+	}
+	elapsed := time.Since(start)
+	last := time.Now()
+	// The concurrency limit's requests finish now: their leases go back.
+	for _, bu := range bursts {
+		for _, ls := range bu.leases {
+			_ = ls.Release(ctx)
+		}
+	}
+	ok := true
+	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "algorithm\tadmitted\tlimit\tdenied Retry-After\tpromise")
+	for _, bu := range bursts {
+		quota := bu.limiters[0].Quota()
+		lo, hi, note := bu.bound(d.p, quota)
+		if bu.errors > 0 || bu.admitted < lo || bu.admitted > hi {
+			ok = false
+			note = fmt.Sprintf("WRONG: want %d..%d (%s); %d errors, first: %v", lo, hi, note, bu.errors, bu.firstErr)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", bu.alg.Name(), bu.admitted, quota, retryAfter(bu.denied), note)
+	}
+	tw.Flush()
+	fmt.Fprintf(d.out, "(%d checks in %s)\n", d.requests*len(bursts), elapsed.Round(time.Millisecond))
+
+	wait := d.p.Window + 50*time.Millisecond - time.Since(last)
+	fmt.Fprintf(d.out, "\nwaiting %s for the window to pass…\n", wait.Round(10*time.Millisecond))
+	if err := sleepCtx(ctx, wait); err != nil {
+		return false, err
+	}
+	var resumed []string
+	for _, bu := range bursts {
+		var dec core.Decision
+		var err error
+		if _, isLeaser := bu.alg.(core.Leaser); isLeaser {
+			var lease *core.Lease
+			lease, dec, err = bu.limiters[0].Acquire(ctx, "client-1")
+			_ = lease.Release(ctx)
+		} else {
+			dec, err = bu.limiters[1].Allow(ctx, "client-1")
+		}
+		if err != nil || !dec.Allowed {
+			ok = false
+			resumed = append(resumed, fmt.Sprintf("%s: NOT admitted (%v)", bu.alg.Name(), err))
+			continue
+		}
+		resumed = append(resumed, bu.alg.Name()+": admitted")
+	}
+	fmt.Fprintln(d.out, "after the window:")
+	for _, r := range resumed {
+		fmt.Fprintln(d.out, "  "+r)
+	}
+	return ok, nil
+}
+
+func retryAfter(dec core.Decision) string {
+	if dec.Limit == 0 {
+		return "-"
+	}
+	return dec.RetryAfter.Round(time.Millisecond).String()
+}
+
+// instance is one HTTP server of the fleet.
+type instance struct {
+	name     string
+	url      string
+	admitted atomic.Int64
+	denied   atomic.Int64
+	srv      *http.Server
+}
+
+// http runs part two: three HTTP instances, one burst, the headers of a
+// 429, and a request after its Retry-After.
+func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, err error) {
+	defer d.close()
+	fmt.Fprintf(d.out, "Part 2: three HTTP instances (net/http, gin, echo), %s, each with its own store client\n\n", alg.Name())
+	gin.SetMode(gin.ReleaseMode)
+	var insts []*instance
+	defer func() {
+		for _, in := range insts {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = in.srv.Shutdown(sctx)
+			cancel()
+		}
+	}()
+	for _, name := range []string{"net/http", "gin", "echo"} {
+		l, err := d.limiter(alg)
+		if err != nil {
+			return false, false, err
+		}
+		pol, err := nethttp.NewPolicy(nethttp.Config{Layers: []nethttp.Layer{{Limiter: l}}})
+		if err != nil {
+			return false, false, err
+		}
+		in := &instance{name: name}
+		var h http.Handler
+		switch name {
+		case "net/http":
+			h = nethttp.Middleware(pol)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				in.admitted.Add(1)
+				_, _ = io.WriteString(w, "ok\n")
+			}))
+		case "gin":
+			g := gin.New()
+			g.Use(sgin.Middleware(pol))
+			g.GET("/", func(c *gin.Context) { in.admitted.Add(1); c.String(http.StatusOK, "ok\n") })
+			h = g
+		case "echo":
+			e := echo.New()
+			e.Use(secho.Middleware(pol))
+			e.GET("/", func(c *echo.Context) error { in.admitted.Add(1); return c.String(http.StatusOK, "ok\n") })
+			h = e
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return false, false, err
+		}
+		in.url = "http://" + ln.Addr().String() + "/"
+		in.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = in.srv.Serve(ln) }()
+		insts = append(insts, in)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+
+	start := time.Now()
+	var sample http.Header
+	var sampleAt time.Time
+	var sampleMu sync.Mutex
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for i := range d.requests {
+		in := insts[i%len(insts)]
+		wg.Go(func() {
+			resp, err := get(ctx, client, in.url)
+			if err != nil {
+				failures.Add(1)
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+			case http.StatusTooManyRequests:
+				in.denied.Add(1)
+				sampleMu.Lock()
+				if sample == nil {
+					sample, sampleAt = resp.Header, time.Now()
+				}
+				sampleMu.Unlock()
+			default:
+				failures.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	var total int64
+	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "instance\tadmitted\t429")
+	for _, in := range insts {
+		total += in.admitted.Load()
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", in.name, in.admitted.Load(), in.denied.Load())
+	}
+	fmt.Fprintf(tw, "total\t%d\t(limit %d, %d requests)\n", total, d.p.Limit, d.requests)
+	tw.Flush()
+	ok = total == d.p.Limit && failures.Load() == 0
+	if failures.Load() > 0 {
+		fmt.Fprintf(d.out, "%d requests failed outright\n", failures.Load())
+	}
+	if sample != nil {
+		fmt.Fprintln(d.out, "\na 429's headers:")
+		for _, k := range []string{"Retry-After", "Ratelimit-Policy", "Ratelimit", "Content-Type"} {
+			fmt.Fprintf(d.out, "  %s: %s\n", k, sample.Get(k))
+		}
+	}
+	var ra time.Duration
+	if sample != nil {
+		var secs int
+		if _, err := fmt.Sscan(sample.Get("Retry-After"), &secs); err == nil {
+			ra = time.Duration(secs) * time.Second
+		}
+	}
+	// Honest Retry-After: a request sent once it has passed, counted from
+	// the 429 that carried it, is admitted.
+	wait := d.p.Window + 50*time.Millisecond - time.Since(start)
+	if sample != nil {
+		wait = ra - time.Since(sampleAt)
+	}
+	fmt.Fprintf(d.out, "\nwaiting %s (the 429's Retry-After, counted from when it arrived)…\n", max(wait, 0).Round(10*time.Millisecond))
+	if err := sleepCtx(ctx, wait); err != nil {
+		return ok, false, err
+	}
+	resumed = true
+	for _, in := range insts {
+		resp, err := get(ctx, client, in.url)
+		status := "error: " + fmt.Sprint(err)
+		if err == nil {
+			resp.Body.Close()
+			status = resp.Status
+			if resp.StatusCode == http.StatusOK {
+				fmt.Fprintf(d.out, "  %s after Retry-After: %s, RateLimit: %s\n", in.name, status, resp.Header.Get("Ratelimit"))
+				continue
+			}
+		}
+		resumed = false
+		fmt.Fprintf(d.out, "  %s after Retry-After: %s (want 200)\n", in.name, status)
+	}
+	return ok, resumed, nil
+}
+
+func get(ctx context.Context, c *http.Client, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

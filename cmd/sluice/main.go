@@ -1,0 +1,152 @@
+// Command sluice is how a newcomer meets Sluice and how an operator chooses a
+// backend and an algorithm:
+//
+//	sluice demo         three HTTP instances sharing one store, 200 requests at once
+//	sluice simulate     traffic patterns through every algorithm, a table and a plot
+//	sluice conformance  the conformance suite against a live store
+//	sluice bench        decisions/s and latency percentiles against a store
+//
+// Install with `go install github.com/sluicehq/sluice/cmd/sluice@latest`.
+// Every subcommand takes --help.
+//
+// Exit codes: 0 success; 1 the job ran and failed (a conformance check, a
+// demo that admitted the wrong count); 2 bad usage (unknown flag, bad URL,
+// unknown algorithm); 3 the store could not be reached.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+// Exit codes scripts can rely on.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+// usageError is bad input from the command line: exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// unreachableError is a store that did not answer: exit 3.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string { return e.err.Error() }
+func (e unreachableError) Unwrap() error { return e.err }
+
+// failedError is a job that ran and failed: exit 1, message already printed.
+var errFailed = errors.New("failed")
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"demo", "three HTTP instances (net/http, gin, echo) share one store; 200 requests for one client", runDemo},
+	{"simulate", "replay traffic patterns through every algorithm; print a table, write a PNG plot", runSimulate},
+	{"conformance", "run the conformance suite against a live store", runConformance},
+	{"bench", "decisions/s and latency percentiles against a store", runBench},
+}
+
+func main() {
+	if spec := os.Getenv(childEnv); spec != "" {
+		conformanceChild(spec) // a re-executed copy running the suite; exits
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		topUsage(stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ue usageError
+		var ce unreachableError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s --help' for usage.\n", c.name, err, c.name)
+			return exitUsage
+		case errors.As(err, &ce):
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+			return exitUnreachable
+		case errors.Is(err, errFailed):
+			return exitFailed
+		default:
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+			return exitFailed
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
+	topUsage(stderr)
+	return exitUsage
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprintln(w, "Sluice: one rate limit across a fleet of instances.")
+	fmt.Fprintln(w, "\nUsage: sluice <command> [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nStores (--store): memory, redis://host:port[/db], redis://h1:p1,h2:p2 (cluster),")
+	fmt.Fprintln(w, "valkey://host:port[,host:port...], memcache://host:port[,host:port...]")
+	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
+}
+
+// newFlagSet returns a FlagSet whose errors come back as usage errors and
+// whose --help prints the command's synopsis and flags to stdout.
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: sluice %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parse parses args, mapping -h/--help to flag.ErrHelp (after printing
+// usage) and any other problem to a usage error.
+func parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return flag.ErrHelp
+	case err != nil:
+		return usageError{err.Error()}
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestMain lets this test binary stand in for the sluice binary when
+// `sluice conformance` re-executes itself to run the suite.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		conformanceChild(spec)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// sluice runs the command in-process and returns its exit code and output.
+func sluice(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func wantCode(t *testing.T, got, want int, stdout, stderr string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", got, want, stdout, stderr)
+	}
+}
+
+func TestDemoEmbedded(t *testing.T) {
+	code, out, errOut := sluice(t, "demo")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{
+		"embedded Redis", "sliding-log      25        25",
+		"net/http", "gin", "echo", "total     25", "Retry-After: ", `Ratelimit-Policy: "demo";q=25;w=2`,
+		"after Retry-After: 200 OK", "OK: every algorithm kept its promise",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	code, out, errOut := sluice(t, "demo", "--store", "redis://"+addr, "--window", "1s")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "store: redis "+addr) || !strings.Contains(out, "OK: every algorithm kept its promise") {
+		t.Fatalf("demo against redis-server:\n%s", out)
+	}
+}
+
+func TestSimulateWritesPNG(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plot.png")
+	code, out, errOut := sluice(t, "simulate", "--pattern", "boundary", "--out", file)
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{"fixed-window", "sliding-log", "worst window", "wrote " + file} {
+		if !strings.Contains(out, want) {
+			t.Errorf("simulate output lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s is not a PNG: %v", file, err)
+	}
+	w, h := simulate.PlotSize(7)
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("plot is %dx%d, want %dx%d (one panel per algorithm)", b.Dx(), b.Dy(), w, h)
+	}
+}
+
+func TestSimulateEveryPattern(t *testing.T) {
+	for _, p := range simulate.Patterns {
+		code, out, errOut := sluice(t, "simulate", "--pattern", p.Name, "--out", "", "--duration", "5s")
+		wantCode(t, code, exitOK, out, errOut)
+		if !strings.Contains(out, "pattern "+p.Name) {
+			t.Errorf("%s: output:\n%s", p.Name, out)
+		}
+	}
+}
+
+func TestConformanceMemory(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "memory")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, alg := range []string{"fixed-window", "sliding-log", "sliding-counter", "token-bucket", "gcra", "leaky-bucket", "concurrency"} {
+		if !strings.Contains(out, alg) {
+			t.Errorf("table lacks %s:\n%s", alg, out)
+		}
+	}
+	if !strings.Contains(out, "PASS") || strings.Contains(out, "FAIL") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestConformanceRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr, "--run", "gcra")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "script") || !strings.Contains(out, "generic") || !strings.Contains(out, "gcra") {
+		t.Fatalf("want gcra on both paths:\n%s", out)
+	}
+}
+
+func TestConformanceMemcache(t *testing.T) {
+	addrs := testenv.MemcacheAddrs(t)
+	code, out, errOut := sluice(t, "conformance", "--store", "memcache://"+addrs[0], "--run", "token-bucket")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "token-bucket") || !strings.Contains(out, "PASS") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestBench(t *testing.T) {
+	stores := []string{"memory"}
+	if os.Getenv("SLUICE_REDIS_ADDR") != "" || os.Getenv("SLUICE_REQUIRE_SERVERS") != "" {
+		stores = append(stores, "redis://"+testenv.RedisAddr(t), "valkey://"+testenv.RedisAddr(t), "memcache://"+strings.Join(testenv.MemcacheAddrs(t), ","))
+	}
+	for _, s := range stores {
+		code, out, errOut := sluice(t, "bench", "--store", s, "--duration", "300ms", "--concurrency", "8", "--keys", "100", "--progress", "on")
+		wantCode(t, code, exitOK, out, errOut)
+		for _, want := range []string{"decisions/s", "p50", "p99", "p99.9"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: bench output lacks %q:\n%s", s, want, out)
+			}
+		}
+		var total, admitted, denied, errs int
+		i := strings.Index(out, "decisions   ")
+		j := strings.Index(out, "admitted    ")
+		if i < 0 || j < 0 {
+			t.Fatalf("%s: no counts in:\n%s", s, out)
+		}
+		fmt.Sscanf(out[i:], "decisions   %d", &total)
+		fmt.Sscanf(out[j:], "admitted    %d, denied %d, errors %d", &admitted, &denied, &errs)
+		if total == 0 || admitted+denied+errs != total {
+			t.Errorf("%s: %d decisions but %d admitted + %d denied + %d errors:\n%s", s, total, admitted, denied, errs, out)
+		}
+		// In-process, nothing can fail; over loopback a call may rarely
+		// miss the production deadline (100 ms) on a loaded machine.
+		if s == "memory" && errs != 0 || errs*100 > total {
+			t.Errorf("%s: %d errors in %d decisions:\n%s", s, errs, total, out)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{}, exitUsage, "Usage"},
+		{[]string{"--help"}, exitOK, "Commands"},
+		{[]string{"frobnicate"}, exitUsage, "unknown command"},
+		{[]string{"demo", "--help"}, exitOK, "Usage: sluice demo"},
+		{[]string{"simulate", "--help"}, exitOK, "Usage: sluice simulate"},
+		{[]string{"conformance", "--help"}, exitOK, "Usage: sluice conformance"},
+		{[]string{"bench", "--help"}, exitOK, "Usage: sluice bench"},
+		{[]string{"demo", "--bogus"}, exitUsage, "flag provided but not defined"},
+		{[]string{"bench"}, exitUsage, "--store is required"},
+		{[]string{"bench", "--store", "redis://nohost"}, exitUsage, "not host:port"},
+		{[]string{"bench", "--store", "ftp://127.0.0.1:21"}, exitUsage, "unknown scheme"},
+		{[]string{"bench", "--store", "memory", "--algorithm", "leaky"}, exitUsage, "unknown algorithm"},
+		{[]string{"simulate", "--pattern", "nope"}, exitUsage, "unknown pattern"},
+		{[]string{"simulate", "--limit", "0"}, exitUsage, "Limit"},
+		{[]string{"demo", "--store", "redis://127.0.0.1:1"}, exitUnreachable, "did not answer"},
+		{[]string{"conformance", "--store", "memcache://127.0.0.1:1"}, exitUnreachable, "did not answer"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := sluice(t, tt.args...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.says) {
+			t.Errorf("sluice %q: exit %d, want %d saying %q\nstdout: %s\nstderr: %s", tt.args, code, tt.code, tt.says, out, errOut)
+		}
+	}
+}
+
+// A store that accepts connections and never answers must not hang the
+// command: it reports unreachable within its deadline.
+func TestUnreachableWithinDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	for _, scheme := range []string{"redis", "valkey", "memcache"} {
+		start := time.Now()
+		code, out, errOut := sluice(t, "bench", "--store", scheme+"://"+ln.Addr().String())
+		if code != exitUnreachable {
+			t.Errorf("%s: exit %d, want %d\n%s%s", scheme, code, exitUnreachable, out, errOut)
+		}
+		if took := time.Since(start); took > dialTimeout+3*time.Second {
+			t.Errorf("%s: took %s to give up; the deadline is %s", scheme, took, dialTimeout)
+		}
+	}
+}

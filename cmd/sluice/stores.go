@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	goredis "github.com/redis/go-redis/v9"
+	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memcache"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	svalkey "github.com/sluicehq/sluice/store/valkey"
+)
+
+// dialTimeout bounds how long a store may take to answer its first PING.
+const dialTimeout = 2 * time.Second
+
+// backend is a store named on the command line. NewStore returns a new,
+// independent client of it (each instance of a fleet has its own); the
+// returned func closes that client.
+type backend struct {
+	Name     string
+	Scripts  bool // a Redis-protocol store: decisions run the Lua twins
+	Shared   bool // state is shared across clients (false for memory)
+	NewStore func() (core.Store, func(), error)
+	Close    func()
+}
+
+// openBackend parses a --store value and checks that the store answers
+// within dialTimeout. "embedded" starts an in-process Redis (miniredis), so
+// the Lua path runs with no server installed.
+func openBackend(ctx context.Context, spec string) (*backend, error) {
+	switch {
+	case spec == "memory":
+		s := memory.New(nil)
+		return &backend{Name: "memory (in-process)", NewStore: func() (core.Store, func(), error) {
+			return s, func() {}, nil
+		}, Close: func() { s.Close() }}, nil
+	case spec == "embedded":
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, err
+		}
+		b, err := redisBackend(ctx, []string{m.Addr()}, nil, "embedded Redis (miniredis "+m.Addr()+")")
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		closeB := b.Close
+		b.Close = func() { closeB(); m.Close() }
+		return b, nil
+	}
+	u, err := url.Parse(spec)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, usagef("bad --store %q: want memory, embedded, redis://host:port, valkey://host:port or memcache://host:port[,host:port]", spec)
+	}
+	addrs, err := hostList(u.Host)
+	if err != nil {
+		return nil, usagef("bad --store %q: %v", spec, err)
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if len(addrs) == 1 {
+			opt, err := goredis.ParseURL(spec)
+			if err != nil {
+				return nil, usagef("bad --store %q: %v", spec, err)
+			}
+			return redisBackend(ctx, addrs, opt, "redis "+u.Host)
+		}
+		return redisBackend(ctx, addrs, nil, "redis cluster "+u.Host)
+	case "valkey":
+		return valkeyBackend(ctx, addrs)
+	case "memcache", "memcached":
+		return memcacheBackend(addrs)
+	}
+	return nil, usagef("bad --store %q: unknown scheme %q (memory, embedded, redis, valkey, memcache)", spec, u.Scheme)
+}
+
+// hostList splits "h1:p1,h2:p2" and checks each is host:port.
+func hostList(s string) ([]string, error) {
+	var out []string
+	for _, hp := range splitComma(s) {
+		if _, port, err := net.SplitHostPort(hp); err != nil || port == "" {
+			return nil, fmt.Errorf("%q is not host:port", hp)
+		}
+		out = append(out, hp)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no host")
+	}
+	return out, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// quietLog drops go-redis's own log lines (dial retries): the command
+// reports a store that does not answer itself, once.
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
+
+func redisBackend(ctx context.Context, addrs []string, opt *goredis.Options, name string) (*backend, error) {
+	goredis.SetLogger(quietLog{})
+	newClient := func() goredis.UniversalClient {
+		switch {
+		case opt != nil:
+			o := *opt
+			o.ContextTimeoutEnabled, o.DialTimeout = true, dialTimeout
+			return goredis.NewClient(&o)
+		case len(addrs) == 1:
+			return goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true, DialTimeout: dialTimeout})
+		}
+		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, DialTimeout: dialTimeout})
+	}
+	probe := newClient()
+	defer probe.Close()
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := probe.Ping(pctx).Err(); err != nil {
+		return nil, unreachableError{fmt.Errorf("%s did not answer PING within %s: %w", name, dialTimeout, err)}
+	}
+	return &backend{Name: name, Scripts: true, Shared: true, Close: func() {},
+		NewStore: func() (core.Store, func(), error) {
+			c := newClient()
+			s := sredis.New(c, nil)
+			return s, func() { s.Close(); c.Close() }, nil
+		}}, nil
+}
+
+func valkeyBackend(ctx context.Context, addrs []string) (*backend, error) {
+	newClient := func() (valkeygo.Client, error) {
+		return valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs, Dialer: net.Dialer{Timeout: dialTimeout}})
+	}
+	name := "valkey " + strings.Join(addrs, ",")
+	probe, err := newClient()
+	if err != nil {
+		return nil, unreachableError{fmt.Errorf("%s: %w", name, err)}
+	}
+	defer probe.Close()
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := probe.Do(pctx, probe.B().Ping().Build()).Error(); err != nil {
+		return nil, unreachableError{fmt.Errorf("%s did not answer PING within %s: %w", name, dialTimeout, err)}
+	}
+	return &backend{Name: name, Scripts: true, Shared: true, Close: func() {},
+		NewStore: func() (core.Store, func(), error) {
+			c, err := newClient()
+			if err != nil {
+				return nil, nil, unreachableError{err}
+			}
+			s := svalkey.New(c, nil)
+			return s, func() { s.Close(); c.Close() }, nil
+		}}, nil
+}
+
+func memcacheBackend(addrs []string) (*backend, error) {
+	newClient := func() *gomemcache.Client {
+		c := gomemcache.New(addrs...)
+		c.Timeout = dialTimeout
+		return c
+	}
+	name := "memcached " + strings.Join(addrs, ",")
+	if err := newClient().Ping(); err != nil {
+		return nil, unreachableError{fmt.Errorf("%s did not answer: %w", name, err)}
+	}
+	return &backend{Name: name, Shared: true, Close: func() {},
+		NewStore: func() (core.Store, func(), error) {
+			c := newClient()
+			s := memcache.New(c, nil)
+			return s, func() { s.Close(); c.Close() }, nil
+		}}, nil
+}
