@@ -45,7 +45,7 @@ if ARGV[10] == '1' then
 	if last[2] then
 		-- The key lives until its last lease expires (an emptied set is
 		-- already gone).
-		redis.call('PEXPIRE', key, string.format('%d', idiv(tonumber(last[2]) - now + 999, 1000)))
+		pexpire(key, idiv(tonumber(last[2]) - now + 999, 1000))
 	end
 	return {1, limit, 0, 0, 0, 0}
 end
@@ -88,6 +88,6 @@ else
 end
 local last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
 -- The key lives until its last lease expires, after which it would read as
--- fresh anyway; PEXPIRE in whole ms, rounded up.
-redis.call('PEXPIRE', key, string.format('%d', idiv(last - now + 999, 1000)))
+-- fresh anyway; in whole ms, rounded up.
+pexpire(key, idiv(last - now + 999, 1000))
 return {1, limit, limit - held, 0, last - now, 0}

@@ -72,23 +72,7 @@ if valid and live + n <= limit then
 	local ttl = eff + window - now
 	-- The expiry in whole milliseconds, rounded up so the key outlives its
 	-- entries.
-	local ms = idiv(ttl + 999, 1000)
-	if ms > 1 then
-		redis.call('PEXPIRE', key, ms)
-	else
-		-- PEXPIRE checks its deadline against the clock with <= (expiry
-		-- itself uses >), so when a millisecond ticks between its two clock
-		-- reads, a 1 ms expiry deletes the key at once (about one call in
-		-- 5000). Only a 1 ms window comes to 1 ms, and then the set holds at
-		-- most 1000 members (Limit <= window in µs): keep a copy, and put it
-		-- back if that happened.
-		local saved = redis.call('DUMP', key)
-		for _ = 1, 5 do
-			redis.call('PEXPIRE', key, 1)
-			if redis.call('EXISTS', key) == 1 then break end
-			redis.call('RESTORE', key, 0, saved)
-		end
-	end
+	pexpire(key, idiv(ttl + 999, 1000))
 	return {1, limit, limit - live - n, 0, ttl, 0}
 end
 
