@@ -40,7 +40,8 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 	}
 	key := Key{Namespace: l.ns, Identity: identity}
 	id := newLeaseID()
-	d, err := l.do(ctx, key, OpTake, 1, id)
+	d, storeErr := l.do(ctx, key, OpTake, 1, id)
+	err := storeErr
 	var lease *Lease
 	switch {
 	case err == nil && d.Allowed:
@@ -49,17 +50,15 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 		lease, d, err = l.failAcquire(ctx, identity, err)
 	}
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: err, Duration: time.Since(start)})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start)})
 	}
 	return lease, d, err
 }
 
 func (l *Limiter) failAcquire(ctx context.Context, identity string, err error) (*Lease, Decision, error) {
-	if ctx.Err() != nil && !errors.Is(err, ErrUnavailable) {
-		return nil, Decision{}, ctx.Err()
-	}
-	if !errors.Is(err, ErrUnavailable) {
-		err = &StoreError{Op: "acquire", Err: err}
+	err, gone := storeFailure(ctx, "acquire", err)
+	if gone {
+		return nil, Decision{}, err
 	}
 	switch l.cfg.Failure {
 	case FailOpen:
@@ -77,7 +76,8 @@ func (l *Limiter) failAcquire(ctx context.Context, identity string, err error) (
 
 // Release frees the lease's slot. It runs even when ctx is already
 // cancelled (a request whose client went away must still give its slot
-// back), under the limiter's own deadline. A second Release returns
+// back), under the limiter's own deadline (DefaultTimeout when the limiter
+// has none). A second Release returns
 // ErrLeaseReleased. If Release fails, the slot is reclaimed after LeaseTTL.
 func (ls *Lease) Release(ctx context.Context) error {
 	if ls == nil {
@@ -91,6 +91,14 @@ func (ls *Lease) Release(ctx context.Context) error {
 	}
 	l := ls.l
 	ctx = context.WithoutCancel(ctx)
+	if !l.local && l.cfg.Timeout <= 0 {
+		// A limiter with no deadline of its own still gives a release one:
+		// the caller's deadline is gone with its cancellation, and a
+		// release must not hang on a store that does not answer.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	_, err := l.do(ctx, ls.key, OpRelease, 1, ls.id)
 	if l.cfg.Observer != nil {
 		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err})

@@ -198,14 +198,24 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	if l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	d, storeErr := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	err := storeErr
 	if err != nil {
 		d, err = l.fail(ctx, identity, n, err)
 	}
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: err, Duration: time.Since(start)})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start)})
 	}
 	return d, err
+}
+
+// eventErr is what an Observer hears: the error returned, or, when the
+// failure policy decided instead (Degraded), the store's error behind it.
+func eventErr(returned, store error, d Decision) error {
+	if returned == nil && d.Degraded {
+		return store
+	}
+	return returned
 }
 
 func (l *Limiter) check(identity string, n int64) error {
@@ -221,13 +231,27 @@ func (l *Limiter) check(identity string, n int64) error {
 	return nil
 }
 
-// fail applies the failure policy to a store error.
-func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error) (Decision, error) {
-	if ctx.Err() != nil && !errors.Is(err, ErrUnavailable) {
-		return Decision{}, ctx.Err()
+// storeFailure classifies an error from the store. When the caller's own
+// context has ended, nobody waits for the answer: ctx.Err() is returned and
+// the failure policy is not asked (it would admit, or spend a fallback slot,
+// for a client that is gone). Anything else, the limiter's own deadline
+// included, is a *StoreError (matching ErrUnavailable) for the failure
+// policy.
+func storeFailure(ctx context.Context, op string, err error) (_ error, callerGone bool) {
+	if ctx.Err() != nil && IsContextError(err) {
+		return ctx.Err(), true
 	}
 	if !errors.Is(err, ErrUnavailable) {
-		err = &StoreError{Op: "update", Err: err}
+		err = &StoreError{Op: op, Err: err}
+	}
+	return err, false
+}
+
+// fail applies the failure policy to a store error.
+func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error) (Decision, error) {
+	err, gone := storeFailure(ctx, "update", err)
+	if gone {
+		return Decision{}, err
 	}
 	switch l.cfg.Failure {
 	case FailOpen:
@@ -264,6 +288,7 @@ func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint
 	}
 	m := mutationPool.Get().(*mutation)
 	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.alg, l.leaser, &l.p, n, lease, op
+	m.d = Decision{} // a store that never calls Apply must not return a stale decision
 	m.now = l.now()
 	err := l.cfg.Store.Update(ctx, key, m)
 	d := m.d

@@ -144,8 +144,8 @@ func TestFailureModes(t *testing.T) {
 		if err != nil || !d.Allowed || !d.Degraded || d.Limit != 5 {
 			t.Fatalf("got %+v, %v; want a degraded admission", d, err)
 		}
-		if e := seen.Load(); e == nil || !e.Decision.Degraded {
-			t.Fatalf("observer did not hear the degraded decision: %+v", e)
+		if e := seen.Load(); e == nil || !e.Decision.Degraded || !errors.Is(e.Err, ErrUnavailable) {
+			t.Fatalf("observer did not hear the degraded decision and the store's error: %+v", e)
 		}
 	})
 	t.Run("fallback", func(t *testing.T) {
@@ -225,6 +225,30 @@ func TestCallerCancellation(t *testing.T) {
 	cancel()
 	if _, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v; want it to wrap context.Canceled", err)
+	}
+}
+
+// A caller whose context ended gets ctx.Err(), not the failure policy: fail
+// open must not admit, and the fallback must not spend a slot, for a client
+// that is gone. The store wraps the context error as the contract asks.
+func TestCallerGoneSkipsFailurePolicy(t *testing.T) {
+	fb := newTestLimiter(t, Config{Store: newMapStore()})
+	for _, mode := range []FailureMode{FailOpen, FailFallback} {
+		l := newTestLimiter(t, Config{Store: &mapStore{block: true}, Failure: mode, Fallback: fb, Algorithm: counter{}})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d, err := l.Allow(ctx, "k")
+		if !errors.Is(err, context.Canceled) || d.Allowed || d.Degraded {
+			t.Errorf("%v: got %+v, %v; want context.Canceled and no decision", mode, d, err)
+		}
+	}
+	if d, _ := fb.AllowN(context.Background(), "k", 5); !d.Allowed {
+		t.Fatalf("the fallback spent a unit on a cancelled caller: %+v", d)
+	}
+	// The limiter's own deadline is a store failure: fail open admits.
+	l := newTestLimiter(t, Config{Store: &mapStore{block: true}, Failure: FailOpen, Timeout: time.Millisecond})
+	if d, err := l.Allow(context.Background(), "k"); err != nil || !d.Allowed || !d.Degraded {
+		t.Fatalf("own deadline under fail open: %+v, %v; want a degraded admission", d, err)
 	}
 }
 

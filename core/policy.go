@@ -138,8 +138,11 @@ func (p *Policy) Validate() error {
 	if p.LeaseTTL < 0 || p.LeaseTTL > MaxWindow || (p.LeaseTTL > 0 && p.LeaseTTL < MinWindow) {
 		return bad("LeaseTTL", "must be 0 (meaning Window) or %s to %s, got %s", MinWindow, MaxWindow, p.LeaseTTL)
 	}
-	if h := p.Capacity() * p.IntervalMicros(); h > int64(MaxHorizon/time.Microsecond) {
-		return bad("Burst", "drains in %s at this rate; at most %s is allowed", time.Duration(h)*time.Microsecond, MaxHorizon)
+	// Burst × Interval, compared by division: the product of two valid
+	// fields can overflow int64.
+	if iv := p.IntervalMicros(); p.Capacity() > int64(MaxHorizon/time.Microsecond)/iv {
+		return bad("Burst", "%d units at one per %s take longer than %s to drain; lower Burst or raise the rate",
+			p.Capacity(), Micros(iv), MaxHorizon)
 	}
 	return nil
 }

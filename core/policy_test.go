@@ -33,6 +33,8 @@ func TestPolicyValidate(t *testing.T) {
 		{"negative burst", func(p *Policy) { p.Burst = -1 }, "Burst"},
 		{"huge burst", func(p *Policy) { p.Burst = MaxLimit + 1 }, "Burst"},
 		{"burst beyond horizon", func(p *Policy) { p.Limit = 1; p.Window = MaxWindow; p.Burst = 100 }, "Burst"},
+		{"burst × interval overflows int64", func(p *Policy) { p.Limit = 1; p.Window = MaxWindow; p.Burst = MaxLimit }, "Burst"},
+		{"burst × interval overflows, shorter window", func(p *Policy) { p.Limit = 1; p.Window = 480 * time.Hour; p.Burst = 7_000_000 }, "Burst"},
 		{"negative max delay", func(p *Policy) { p.MaxDelay = -1 }, "MaxDelay"},
 		{"max delay too long", func(p *Policy) { p.MaxDelay = MaxWindow + 1 }, "MaxDelay"},
 		{"negative lease ttl", func(p *Policy) { p.LeaseTTL = -time.Second }, "LeaseTTL"},

@@ -59,6 +59,16 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 	var inline [4]outcome
 	outs := inline[:0]
 	var a *Admission
+	// Until the request is admitted, the leases taken so far go back on
+	// every way out: a refusal, and also a panic in a later layer's
+	// KeyFunc or CostFunc (application code), which would otherwise hold
+	// them until their LeaseTTL.
+	admitted := false
+	defer func() {
+		if !admitted {
+			a.Done()
+		}
+	}()
 	var delay time.Duration
 	for i := range p.layers {
 		l := &p.layers[i]
@@ -79,7 +89,6 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			n := l.weight
 			if l.cost != nil {
 				if n = max(l.cost(q), 1); n > l.quota {
-					a.Done()
 					p.writeFields(w.Header(), outs, 0)
 					writeProblem(w, http.StatusTooManyRequests, tooCostlyBody(l, n))
 					return nil, false
@@ -88,7 +97,6 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			d, err = l.lim.AllowN(ctx, id, n)
 		}
 		if err != nil {
-			a.Done()
 			p.writeFields(w.Header(), outs, 0)
 			if ctx.Err() != nil {
 				writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
@@ -99,7 +107,6 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		}
 		outs = append(outs, outcome{layer: l, d: d})
 		if !d.Allowed {
-			a.Done()
 			ra := max(seconds(d.RetryAfter), 1)
 			h := w.Header()
 			p.writeFields(h, outs, ra)
@@ -111,10 +118,10 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 	}
 	p.writeFields(w.Header(), outs, 0)
 	if delay > 0 && !wait(ctx, delay) {
-		a.Done()
 		writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		return nil, false
 	}
+	admitted = true
 	return a, true
 }
 

@@ -90,6 +90,28 @@ func TestLaterDenialReleasesEarlierLease(t *testing.T) {
 	}
 }
 
+// A later layer's application code (its CostFunc) panics: the lease an
+// earlier concurrency layer took goes back, and the panic goes on.
+func TestPanicInLaterLayerReleasesLease(t *testing.T) {
+	inflight := memLimiter(t, algorithm.Concurrency{}, core.Policy{Name: "inflight", Limit: 1, Window: time.Minute})
+	rate := memLimiter(t, algorithm.GCRA{}, core.Policy{Name: "rate", Limit: 100, Window: time.Minute})
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: inflight}, {Limiter: rate, Cost: func(*Request) int64 { panic("cost") }}}})
+	func() {
+		defer func() {
+			if r := recover(); r != "cost" {
+				t.Fatalf("recovered %v, want the CostFunc's panic", r)
+			}
+		}()
+		p.Admit(httptest.NewRecorder(), request("203.0.113.7:1"), "", nil)
+		t.Fatal("Admit returned; want the CostFunc's panic")
+	}()
+	lease, d, err := inflight.Acquire(context.Background(), keyOf("203.0.113.7/32"))
+	if err != nil || !d.Allowed {
+		t.Fatalf("lease after the panic: %+v %v (the lease was kept)", d, err)
+	}
+	_ = lease.Release(context.Background())
+}
+
 func TestHeldLeaseRefusesUntilDone(t *testing.T) {
 	inflight := memLimiter(t, algorithm.Concurrency{}, core.Policy{Name: "inflight", Limit: 2, Window: time.Minute})
 	p := testPolicy(t, Config{Layers: []Layer{{Limiter: inflight}}})
@@ -221,6 +243,7 @@ func TestIdentityValueTypes(t *testing.T) {
 		want string
 	}{
 		{"u", "u"}, {[]byte("b"), "b"}, {42, "42"}, {int64(-7), "-7"}, {uint64(9), "9"}, {stringer("s"), "s"},
+		{int8(-8), "-8"}, {int16(16), "16"}, {int32(-32), "-32"}, {uint(7), "7"}, {uint8(8), "8"}, {uint16(16), "16"}, {uint32(32), "32"},
 		{3.5, ""}, {struct{}{}, ""}, {nil, ""},
 	} {
 		r := request("203.0.113.7:1")

@@ -9,8 +9,8 @@ import (
 // Identity keys requests by the authenticated identity the application
 // stored under key after its own authentication (for net/http, in the
 // request's context: context.WithValue; for gin, with c.Set; for echo, with
-// c.Set). The value may be a string, a []byte, a fmt.Stringer, or an
-// integer. A request without one (not authenticated) is keyed by its client
+// c.Set). The value may be a string, a []byte, a fmt.Stringer, or any
+// integer type. A request without one (not authenticated) is keyed by its client
 // address instead, under the same policy.
 func Identity(key any) KeyFunc {
 	return func(q *Request) string {
@@ -21,8 +21,22 @@ func Identity(key any) KeyFunc {
 			return string(v)
 		case int:
 			return strconv.Itoa(v)
+		case int8:
+			return strconv.FormatInt(int64(v), 10)
+		case int16:
+			return strconv.FormatInt(int64(v), 10)
+		case int32:
+			return strconv.FormatInt(int64(v), 10)
 		case int64:
 			return strconv.FormatInt(v, 10)
+		case uint:
+			return strconv.FormatUint(uint64(v), 10)
+		case uint8:
+			return strconv.FormatUint(uint64(v), 10)
+		case uint16:
+			return strconv.FormatUint(uint64(v), 10)
+		case uint32:
+			return strconv.FormatUint(uint64(v), 10)
 		case uint64:
 			return strconv.FormatUint(v, 10)
 		case fmt.Stringer:

@@ -56,6 +56,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *algName == "" || len(algs) != 1 {
+		return usagef("--algorithm must name exactly one algorithm")
+	}
 	alg := algs[0]
 	p := core.Policy{Name: "bench", Limit: *limit, Window: *window}
 	if err := p.Validate(); err != nil {

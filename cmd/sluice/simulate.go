@@ -40,6 +40,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *duration <= 0 || *duration > 24*time.Hour || *duration/p.Window > 100_000 {
 		return usagef("--duration must be positive, at most 24h and at most 100000 windows")
 	}
+	// Every pattern offers a few times the limit per window: bound the
+	// requests simulated, so that no flag value can exhaust memory.
+	if windows := int64(*duration/p.Window) + 1; p.Limit > maxSimulated/windows {
+		return usagef("--limit × windows simulated must be at most %d (got %d × %d): shorten --duration or lower --limit", maxSimulated, p.Limit, windows)
+	}
 	list, err := parseAlgorithms(*algs)
 	if err != nil {
 		return err
@@ -80,6 +85,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// maxSimulated bounds Limit × windows in a simulation: with the patterns'
+// load of up to about eight times the limit, some ten million requests.
+const maxSimulated = 1_000_000
+
 func patternNames() string {
 	s := ""
 	for i, p := range simulate.Patterns {
@@ -111,6 +120,9 @@ func parseAlgorithms(s string) ([]core.Algorithm, error) {
 			return nil, usageError{err.Error()}
 		}
 		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, usagef("no algorithm named in %q", s)
 	}
 	return out, nil
 }

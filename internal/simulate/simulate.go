@@ -81,7 +81,8 @@ func boundary(p core.Policy, d time.Duration, _ uint64) []Request {
 	for edge := p.Window; edge < d; edge += 3 * p.Window {
 		for _, start := range []time.Duration{edge - tenth, edge} {
 			for i := int64(0); i < p.Limit; i++ {
-				rs = append(rs, Request{At: start + time.Duration(i)*tenth/time.Duration(p.Limit), Tenant: "client", N: 1})
+				// In float: i × tenth can overflow a Duration.
+				rs = append(rs, Request{At: start + time.Duration(float64(tenth)*float64(i)/float64(p.Limit)), Tenant: "client", N: 1})
 			}
 		}
 	}
