@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -11,55 +10,7 @@ import (
 // with 64 goroutines, in one run so that the figures share the machine's
 // state: BenchmarkRedis/<algorithm>/<case>/{serial,parallel64}. redis_rate
 // has GCRA only; it appears under both algorithms as the same peer.
-func BenchmarkRedis(b *testing.B) {
-	addr := redisBenchAddr(b)
-	for _, alg := range redisBenchAlgorithms {
-		b.Run(alg.Name(), func(b *testing.B) {
-			for _, c := range redisBenchCases {
-				b.Run(c.name, func(b *testing.B) {
-					b.Run("serial", func(b *testing.B) { redisBenchSerial(b, c.setup(b, addr, alg)) })
-					b.Run("parallel64", func(b *testing.B) { redisBenchParallel(b, c.setup(b, addr, alg), 64) })
-				})
-			}
-		})
-	}
-}
-
-func redisBenchSerial(b *testing.B, step redisBenchStep) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := step(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	redisBenchRate(b)
-}
-
-// redisBenchParallel runs step from goroutines goroutines: SetParallelism
-// multiplies GOMAXPROCS.
-func redisBenchParallel(b *testing.B, step redisBenchStep, goroutines int) {
-	ctx := context.Background()
-	procs := runtime.GOMAXPROCS(0)
-	b.SetParallelism(max(1, (goroutines+procs-1)/procs))
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := step(ctx); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	redisBenchRate(b)
-}
-
-func redisBenchRate(b *testing.B) {
-	if s := b.Elapsed().Seconds(); s > 0 {
-		b.ReportMetric(float64(b.N)/s, "decisions/s")
-	}
-}
+func BenchmarkRedis(b *testing.B) { runCases(b, redisBenchCases) }
 
 // BenchmarkRedisPaired measures the serial overhead of Sluice over a raw
 // go-redis EVALSHA of the same script: each iteration makes one decision
@@ -68,10 +19,10 @@ func redisBenchRate(b *testing.B) {
 // alike. It reports each one's µs per decision and their ratio; ns/op and
 // allocs/op count the pair.
 func BenchmarkRedisPaired(b *testing.B) {
-	addr := redisBenchAddr(b)
-	for _, alg := range redisBenchAlgorithms {
+	addr := serverAddr(b)
+	for _, alg := range benchAlgorithms {
 		b.Run(alg.Name(), func(b *testing.B) {
-			steps := [2]redisBenchStep{
+			steps := [2]benchStep{
 				redisBenchCases[0].setup(b, addr, alg), // sluice
 				redisBenchEvalsha(b, addr, alg),
 			}

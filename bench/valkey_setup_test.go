@@ -2,16 +2,12 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
@@ -29,44 +25,13 @@ import (
 //	redis_rate      go-redis/redis_rate v10 (GCRA) on a go-redis client
 //
 // Every case decides one unit for one hot key, admitted nearly always
-// (valkeyBenchPolicy is a million per second).
+// (benchPolicy is a million per second).
 
-// valkeyBenchPolicy is the limit every case enforces.
-var valkeyBenchPolicy = core.Policy{Name: "bench", Limit: 1_000_000, Window: time.Second}
-
-// valkeyAddr is the redis-server to measure against, from SLUICE_REDIS_ADDR
-// (scripts/servers.sh sets it). The bench module cannot import the main
-// module's internal/testenv, so it repeats its rule: missing is a failure
-// when SLUICE_REQUIRE_SERVERS or CI is set, a skip otherwise.
-func valkeyAddr(tb testing.TB) string {
-	tb.Helper()
-	if a := os.Getenv("SLUICE_REDIS_ADDR"); a != "" {
-		return a
-	}
-	if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
-		tb.Fatal("SLUICE_REDIS_ADDR is not set: run through scripts/servers.sh (make bench)")
-	}
-	tb.Skip("SLUICE_REDIS_ADDR is not set; scripts/servers.sh starts a redis-server for these benchmarks")
-	return ""
-}
-
-// valkeyStep is one decision of a case: whether it was admitted.
-type valkeyStep func(ctx context.Context) (allowed bool, err error)
-
-// valkeyCase builds a step against addr for alg; it registers its teardown
-// with tb.Cleanup.
-type valkeyCase struct {
-	name  string
-	setup func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep
-}
-
-var valkeyAlgorithms = []core.Algorithm{algorithm.GCRA{}, algorithm.TokenBucket{}}
-
-var valkeyCases = []valkeyCase{
-	{"sluice", func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+var valkeyCases = []benchCase{
+	{"sluice", func(tb testing.TB, addr string, alg core.Algorithm) benchStep {
 		return valkeySluice(tb, addr, alg, time.Second)
 	}},
-	{"sluice-nodl", func(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+	{"sluice-nodl", func(tb testing.TB, addr string, alg core.Algorithm) benchStep {
 		return valkeySluice(tb, addr, alg, -1)
 	}},
 	{"valkey-evalsha", valkeyRawEvalsha},
@@ -83,24 +48,14 @@ func valkeyClient(tb testing.TB, addr string) valkeygo.Client {
 	return c
 }
 
-// valkeyIdentity is an identity no earlier run used.
-func valkeyIdentity(tb testing.TB) string {
-	tb.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	return "bench-" + hex.EncodeToString(b[:])
-}
-
-func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.Duration) valkeyStep {
+func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.Duration) benchStep {
 	c := valkeyClient(tb, addr)
 	s := valkey.New(c, nil)
-	l, err := core.New(core.Config{Policy: valkeyBenchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
+	l, err := core.New(core.Config{Policy: benchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	id := valkeyIdentity(tb)
+	id := freshIdentity(tb)
 	tb.Cleanup(func() { _ = l.Reset(context.Background(), id) })
 	return func(ctx context.Context) (bool, error) {
 		d, err := l.Allow(ctx, id)
@@ -108,15 +63,15 @@ func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.D
 	}
 }
 
-func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) valkeyStep {
+func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep {
 	c := valkeyClient(tb, addr)
 	sc := alg.(core.Scripted).Script()
-	key := core.Key{Namespace: "sluice:bench", Identity: valkeyIdentity(tb)}.String()
+	key := core.Key{Namespace: "sluice:bench", Identity: freshIdentity(tb)}.String()
 	tb.Cleanup(func() { c.Do(context.Background(), c.B().Del().Key(key).Build()) })
 	if err := c.Do(context.Background(), c.B().ScriptLoad().Script(sc.Source).Build()).Error(); err != nil {
 		tb.Fatal(err)
 	}
-	a := core.NewScriptArgs(&valkeyBenchPolicy, 0, 1)
+	a := core.NewScriptArgs(&benchPolicy, 0, 1)
 	argv := []string{"0", "1"}
 	for _, n := range []int64{a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL} {
 		argv = append(argv, strconv.FormatInt(n, 10))
@@ -132,12 +87,12 @@ func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) valkeyStep
 	}
 }
 
-func valkeyRedisRate(tb testing.TB, addr string, _ core.Algorithm) valkeyStep {
+func valkeyRedisRate(tb testing.TB, addr string, _ core.Algorithm) benchStep {
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	l := redis_rate.NewLimiter(rdb)
-	key := valkeyIdentity(tb)
-	limit := redis_rate.PerSecond(int(valkeyBenchPolicy.Limit))
+	key := freshIdentity(tb)
+	limit := redis_rate.PerSecond(int(benchPolicy.Limit))
 	tb.Cleanup(func() { _ = l.Reset(context.Background(), key) })
 	return func(ctx context.Context) (bool, error) {
 		res, err := l.Allow(ctx, key, limit)
