@@ -118,7 +118,7 @@ func fwDecode(b []byte) (last, count int64, ok bool) {
 }
 
 func fwEncode(buf []byte, last, count int64) []byte {
-	b := append(buf[:0], fwVersion)
+	b := append(stateBuf(buf, fwLen), fwVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(last))
 	return binary.BigEndian.AppendUint32(b, uint32(count))
 }

@@ -112,5 +112,5 @@ func gcraDecode(s []byte) (tat int64, ok bool) {
 }
 
 func gcraEncode(buf []byte, tat int64) []byte {
-	return binary.BigEndian.AppendUint64(append(buf[:0], gcraVersion), uint64(tat))
+	return binary.BigEndian.AppendUint64(append(stateBuf(buf, gcraLen), gcraVersion), uint64(tat))
 }

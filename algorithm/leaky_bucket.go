@@ -132,5 +132,5 @@ func lbDecode(s []byte) (drain int64, ok bool) {
 }
 
 func lbEncode(buf []byte, drain int64) []byte {
-	return binary.BigEndian.AppendUint64(append(buf[:0], lbVersion), uint64(drain))
+	return binary.BigEndian.AppendUint64(append(stateBuf(buf, lbLen), lbVersion), uint64(drain))
 }

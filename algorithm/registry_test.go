@@ -3,6 +3,7 @@ package algorithm
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -36,5 +37,25 @@ func TestRegistry(t *testing.T) {
 	var c core.Algorithm = Concurrency{}
 	if _, ok := c.(core.Leaser); !ok {
 		t.Errorf("Concurrency is not a Leaser")
+	}
+}
+
+// A new key's state is built in one allocation; an existing key's in none.
+func TestStepAllocations(t *testing.T) {
+	p := core.Policy{Name: "p", Limit: 1000, Window: time.Second}
+	for _, alg := range []core.Algorithm{FixedWindow{}, SlidingCounter{}, TokenBucket{}, GCRA{}, LeakyBucket{}} {
+		var now int64 = 1_900_000_000_000_000
+		if n := testing.AllocsPerRun(100, func() { alg.Step(nil, now, 1, &p) }); n != 1 {
+			t.Errorf("%s: a new key's state: %v allocations, want 1", alg.Name(), n)
+		}
+		state, _, _ := alg.Step(nil, now, 1, &p)
+		if n := testing.AllocsPerRun(100, func() {
+			now++
+			if next, _, _ := alg.Step(state, now, 1, &p); next != nil {
+				state = next
+			}
+		}); n != 0 {
+			t.Errorf("%s: an existing key: %v allocations, want 0", alg.Name(), n)
+		}
 	}
 }

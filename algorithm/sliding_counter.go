@@ -176,7 +176,7 @@ func scDecode(b []byte) (last, prev, cur int64, ok bool) {
 }
 
 func scEncode(buf []byte, last, prev, cur int64) []byte {
-	b := append(buf[:0], scVersion)
+	b := append(stateBuf(buf, scLen), scVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(last))
 	b = binary.BigEndian.AppendUint32(b, uint32(prev))
 	return binary.BigEndian.AppendUint32(b, uint32(cur))

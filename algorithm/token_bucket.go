@@ -127,7 +127,7 @@ func tbDecode(s []byte) (tokens, last int64, ok bool) {
 }
 
 func tbEncode(buf []byte, tokens, last int64) []byte {
-	s := append(buf[:0], tbVersion)
+	s := append(stateBuf(buf, tbLen), tbVersion)
 	s = binary.BigEndian.AppendUint32(s, uint32(tokens))
 	return binary.BigEndian.AppendUint64(s, uint64(last))
 }
