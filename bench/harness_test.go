@@ -48,6 +48,21 @@ func freshIdentity(tb testing.TB) string {
 	return "bench-" + hex.EncodeToString(b[:])
 }
 
+// limiterStep is one decision through a core.Limiter on s, for an identity
+// of its own that is reset when the benchmark ends.
+func limiterStep(tb testing.TB, s core.Store, alg core.Algorithm, timeout time.Duration) benchStep {
+	l, err := core.New(core.Config{Policy: benchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id := freshIdentity(tb)
+	tb.Cleanup(func() { _ = l.Reset(context.Background(), id) })
+	return func(ctx context.Context) (bool, error) {
+		d, err := l.Allow(ctx, id)
+		return d.Allowed, err
+	}
+}
+
 // benchStep is one decision of a case: whether it was admitted.
 type benchStep func(ctx context.Context) (allowed bool, err error)
 

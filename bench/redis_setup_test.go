@@ -52,16 +52,7 @@ func redisBenchClient(tb testing.TB, addr string) *goredis.Client {
 func redisBenchSluice(tb testing.TB, addr string, alg core.Algorithm, opts *redis.Options) benchStep {
 	s := redis.New(redisBenchClient(tb, addr), opts)
 	tb.Cleanup(func() { _ = s.Close() })
-	l, err := core.New(core.Config{Policy: benchPolicy, Algorithm: alg, Store: s, Timeout: time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	id := freshIdentity(tb)
-	tb.Cleanup(func() { _ = l.Reset(context.Background(), id) })
-	return func(ctx context.Context) (bool, error) {
-		d, err := l.Allow(ctx, id)
-		return d.Allowed, err
-	}
+	return limiterStep(tb, s, alg, time.Second)
 }
 
 func redisBenchEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep {

@@ -50,17 +50,7 @@ func valkeyClient(tb testing.TB, addr string) valkeygo.Client {
 
 func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.Duration) benchStep {
 	c := valkeyClient(tb, addr)
-	s := valkey.New(c, nil)
-	l, err := core.New(core.Config{Policy: benchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	id := freshIdentity(tb)
-	tb.Cleanup(func() { _ = l.Reset(context.Background(), id) })
-	return func(ctx context.Context) (bool, error) {
-		d, err := l.Allow(ctx, id)
-		return d.Allowed, err
-	}
+	return limiterStep(tb, valkey.New(c, nil), alg, timeout)
 }
 
 func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep {
