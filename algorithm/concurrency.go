@@ -2,7 +2,6 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -65,12 +64,7 @@ func (Concurrency) Script() *core.Script { return concurrencyScript }
 // CheckPolicy rejects, with a *core.PolicyError naming Limit, a Limit above
 // ConcurrencyMaxLimit, on top of what p.Validate checks.
 func (Concurrency) CheckPolicy(p *core.Policy) error {
-	if p.Limit > ConcurrencyMaxLimit {
-		return &core.PolicyError{Policy: p.Name, Field: "Limit", Reason: fmt.Sprintf(
-			"must be at most %d for the concurrency limit, which keeps one entry per lease held, got %d",
-			ConcurrencyMaxLimit, p.Limit)}
-	}
-	return nil
+	return capLimit(p, ConcurrencyMaxLimit, "the concurrency limit, which keeps one entry per lease held")
 }
 
 // Step takes one anonymous lease (id 0): Acquire(state, now, 0, p). Such a

@@ -2,7 +2,6 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"fmt"
 	"sort"
 	"time"
 
@@ -55,12 +54,7 @@ func (SlidingLog) Script() *core.Script { return slidingLogScript }
 // CheckPolicy rejects, with a *core.PolicyError naming Limit, a Limit above
 // SlidingLogMaxLimit, on top of what p.Validate checks.
 func (SlidingLog) CheckPolicy(p *core.Policy) error {
-	if p.Limit > SlidingLogMaxLimit {
-		return &core.PolicyError{Policy: p.Name, Field: "Limit", Reason: fmt.Sprintf(
-			"must be at most %d for the sliding log, which keeps one entry per admitted unit, got %d",
-			SlidingLogMaxLimit, p.Limit)}
-	}
-	return nil
+	return capLimit(p, SlidingLogMaxLimit, "the sliding log, which keeps one entry per admitted unit")
 }
 
 // Step admits n units at now if the trailing window has room for them,
