@@ -75,14 +75,20 @@ func (p *stallProxy) Drop() {
 	links := p.links
 	p.links = nil
 	p.mu.Unlock()
+	// Close first, so that no held reply reaches the client; then end the
+	// stalls, under the lock that replies reads them with.
 	for _, l := range links {
 		l.client.Close()
 		l.server.Close()
+	}
+	p.mu.Lock()
+	for _, l := range links {
 		if l.stalled {
 			l.stalled = false
 			close(l.resume)
 		}
 	}
+	p.mu.Unlock()
 }
 
 func (p *stallProxy) accept() {
