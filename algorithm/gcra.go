@@ -66,7 +66,7 @@ func (GCRA) Script() *core.Script { return gcraScript }
 // Overflow: now is clamped to [0, 2^52) and a stored TAT is at most 2^52 +
 // 2^46; n·T and B·T are at most 2^45 (core.MaxHorizon), so no sum leaves
 // 2^53.
-func (GCRA) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Duration, core.Decision) {
+func (GCRA) Step(state []byte, now, n int64, p *core.Policy) (next []byte, ttl time.Duration, d core.Decision) {
 	b, t := p.Capacity(), p.IntervalMicros()
 	now = bkClamp(now)
 	tat := now
@@ -74,7 +74,7 @@ func (GCRA) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Durat
 		tat = s
 	}
 	bt := b * t
-	d := core.Decision{Limit: b}
+	d.Limit = b
 	if n < 1 || n > b || tat+n*t-bt > now {
 		// Remaining and ResetAfter as the state stands; tat − now exceeds
 		// B·T only after the clock stepped back.

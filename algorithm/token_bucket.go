@@ -68,7 +68,7 @@ func (TokenBucket) Script() *core.Script { return tokenBucketScript }
 // Overflow: now is clamped to [0, 2^52) and last is at most now, so now −
 // last fits; a refill of k < B − tokens whole intervals moves last by k·T <
 // B·T <= 2^45 µs (core.MaxHorizon), and every other product is at most B·T.
-func (TokenBucket) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Duration, core.Decision) {
+func (TokenBucket) Step(state []byte, now, n int64, p *core.Policy) (next []byte, ttl time.Duration, d core.Decision) {
 	b, t := p.Capacity(), p.IntervalMicros()
 	now = bkClamp(now)
 	tokens, last, ok := tbDecode(state)
@@ -87,7 +87,7 @@ func (TokenBucket) Step(state []byte, now, n int64, p *core.Policy) ([]byte, tim
 			last += k * t
 		}
 	}
-	d := core.Decision{Limit: b, Remaining: tokens}
+	d.Limit, d.Remaining = b, tokens
 	if n < 1 || n > b || tokens < n {
 		if tokens < b {
 			d.ResetAfter = core.Micros(last + (b-tokens)*t - now)

@@ -44,8 +44,9 @@
 // # What Run checks
 //
 // For every algorithm the harness declares (all seven of package algorithm
-// by default), on the generic path (core.Store.Update) and, when
-// Capabilities.Scripts is set, again on the script path
+// by default), on the generic path (core.Store.Update, or for Allow the
+// core.Binder fast path of a store that has one, as a Limiter would use it)
+// and, when Capabilities.Scripts is set, again on the script path
 // (core.ScriptRunner):
 //
 //   - Admission: 200 concurrent calls for one key, spread over three

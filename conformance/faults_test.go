@@ -58,6 +58,22 @@ func TestNonAtomicStoreOverAdmits(t *testing.T) {
 	}
 }
 
+// A store whose core.Binder fast path is not atomic over-admits, though
+// its Update is atomic: the suite decides through Take wherever the Limiter
+// does.
+func TestNonAtomicBinderOverAdmits(t *testing.T) {
+	mk := maker(racyBinder, Capabilities{ClockSkew: time.Second}, false)
+	for _, alg := range []core.Algorithm{algorithm.FixedWindow{}, algorithm.GCRA{}} {
+		t.Run(alg.Name(), func(t *testing.T) { expectFailure(t, checkAdmission, mk, alg, "OVER-ADMISSION") })
+	}
+}
+
+// A Binder whose Take writes another key than Update and Delete fails
+// Reset.
+func TestStrayBinderFailsReset(t *testing.T) {
+	expectFailure(t, checkReset, maker(strayBinder, Capabilities{}, false), algorithm.TokenBucket{}, "after Reset")
+}
+
 // A client that trusts its own copy of a key disagrees with the rest of the
 // fleet: the step-by-step comparison (calls alternate between two clients)
 // and the admission check catch it.

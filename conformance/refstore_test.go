@@ -185,6 +185,40 @@ type forgetfulDeleteStore struct{ *refStore }
 
 func (forgetfulDeleteStore) Delete(context.Context, core.Key) error { return nil }
 
+// binderStore adds a core.Binder fast path to refStore, with one of two
+// defects: a racy Take is not atomic (its Update is: the Limiter decides
+// Allow through Take, so the suite must reach it); a stray Take is atomic
+// but writes another key than Update and Delete use, so Reset deletes
+// nothing that Allow wrote.
+type binderStore struct {
+	*refStore
+	racy, stray bool
+}
+
+func (s binderStore) Bind(ns string) core.Taker { return binderTaker{s, ns} }
+
+type binderTaker struct {
+	binderStore
+	ns string
+}
+
+func (t binderTaker) Take(id string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error) {
+	var s core.Store = t.refStore
+	if t.racy {
+		s = racyStore{t.refStore}
+	}
+	if t.stray {
+		id = "stray:" + id
+	}
+	var d core.Decision
+	err := s.Update(context.Background(), core.Key{Namespace: t.ns, Identity: id}, mutationFunc(func(state []byte) ([]byte, time.Duration) {
+		next, ttl, dd := alg.Step(state, now, n, p)
+		d = dd
+		return next, ttl
+	}))
+	return d, err
+}
+
 // harness hands out clients of one backend. newClient is called once per
 // NewStore.
 type harness struct {
@@ -219,10 +253,12 @@ func makerOf(backend func() *refStore, newClient func(*refStore) core.Store, cap
 	}
 }
 
-func plain(s *refStore) core.Store     { return s }
-func scripted(s *refStore) core.Store  { return refScriptStore{s} }
-func racy(s *refStore) core.Store      { return racyStore{s} }
-func forgetful(s *refStore) core.Store { return forgetfulDeleteStore{s} }
+func plain(s *refStore) core.Store       { return s }
+func scripted(s *refStore) core.Store    { return refScriptStore{s} }
+func racy(s *refStore) core.Store        { return racyStore{s} }
+func forgetful(s *refStore) core.Store   { return forgetfulDeleteStore{s} }
+func racyBinder(s *refStore) core.Store  { return binderStore{refStore: s, racy: true} }
+func strayBinder(s *refStore) core.Store { return binderStore{refStore: s, stray: true} }
 func caching(s *refStore) core.Store {
 	return &cachingStore{refStore: s, cache: map[string][]byte{}}
 }

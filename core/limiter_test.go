@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,5 +354,202 @@ func TestScriptPath(t *testing.T) {
 	}
 	if testScript.Hash != "9c8545b8579e405965831fc6d1e3d0b3ac248d51" {
 		t.Fatalf("script hash %q", testScript.Hash)
+	}
+}
+
+// bindStore is a mapStore with the Binder fast path, recording each Take.
+type bindStore struct {
+	*mapStore
+	bound []string // namespaces bound
+	takes int
+	now   int64 // of the last Take
+	err   error // returned by every Take when set
+}
+
+func (s *bindStore) Bind(ns string) Taker {
+	s.bound = append(s.bound, ns)
+	return bindTaker{s, ns}
+}
+
+type bindTaker struct {
+	s  *bindStore
+	ns string
+}
+
+func (t bindTaker) Take(id string, alg Algorithm, now, n int64, p *Policy) (Decision, error) {
+	t.s.takes++
+	t.s.now = now
+	if t.s.err != nil {
+		return Decision{}, t.s.err
+	}
+	m := &mutation{alg: alg, p: p, n: n, now: now}
+	err := t.s.Update(context.Background(), Key{Namespace: t.ns, Identity: id}, m)
+	return m.d, err
+}
+
+func TestBinderPath(t *testing.T) {
+	ctx := context.Background()
+	clock := NewManualClock(time.UnixMicro(1_700_000_000_000_000))
+	s := &bindStore{mapStore: newMapStore()}
+	l := newTestLimiter(t, Config{Store: s, Clock: clock, Prefix: "p"})
+	if len(s.bound) != 1 || s.bound[0] != "p:api" {
+		t.Fatalf("bound %q; want the limiter's namespace once", s.bound)
+	}
+	for i := range 6 {
+		d, err := l.Allow(ctx, "k")
+		if err != nil || d.Allowed != (i < 5) {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	if s.takes != 6 || s.now != 1_700_000_000_000_000 {
+		t.Fatalf("takes %d, now %d; want every Allow through Take at the limiter's clock", s.takes, s.now)
+	}
+	// Reset deletes the key Take wrote.
+	if err := l.Reset(ctx, "k"); err != nil || s.keys() != 0 {
+		t.Fatalf("Reset: %v, %d keys left", err, s.keys())
+	}
+
+	// A Take that fails goes to the failure policy, and the observer hears it.
+	boom := &StoreError{Op: "update", Err: errors.New("full")}
+	var seen atomic.Pointer[Event]
+	s = &bindStore{mapStore: newMapStore(), err: boom}
+	l = newTestLimiter(t, Config{Store: s, Failure: FailOpen, Observer: func(e Event) { seen.Store(&e) }})
+	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed || !d.Degraded {
+		t.Fatalf("got %+v, %v; want a degraded admission", d, err)
+	}
+	if e := seen.Load(); e == nil || !errors.Is(e.Err, boom) || s.takes != 1 {
+		t.Fatalf("observer heard %+v after %d takes", e, s.takes)
+	}
+	l = newTestLimiter(t, Config{Store: s})
+	if _, err := l.Allow(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("fail closed: err = %v", err)
+	}
+	// Bad input never reaches the store.
+	if _, err := l.AllowN(ctx, "k", 0); !errors.Is(err, ErrInvalidInput) || s.takes != 2 {
+		t.Fatalf("AllowN(0): %v after %d takes", err, s.takes)
+	}
+
+	// Leases go through Update, not Take.
+	s = &bindStore{mapStore: newMapStore()}
+	ll := newTestLimiter(t, Config{Store: s, Algorithm: slots{}})
+	_, d, err := ll.Acquire(ctx, "k")
+	if err != nil || !d.Allowed || s.takes != 0 || len(s.bound) != 0 || s.updates != 1 {
+		t.Fatalf("Acquire: %+v, %v; takes %d, bound %q, updates %d", d, err, s.takes, s.bound, s.updates)
+	}
+}
+
+// ctxStore records the context each call saw and, when block is set, waits
+// for it to end.
+type ctxStore struct {
+	mapStore
+	mu    sync.Mutex
+	ctxs  []context.Context
+	block bool
+}
+
+func (s *ctxStore) Update(ctx context.Context, key Key, m Mutation) error {
+	s.mu.Lock()
+	s.ctxs = append(s.ctxs, ctx)
+	s.mu.Unlock()
+	if s.block {
+		<-ctx.Done()
+		return &StoreError{Op: "update", Err: ctx.Err()}
+	}
+	return nil
+}
+
+type ctxKey struct{}
+
+func TestSharedDeadline(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	s := &ctxStore{}
+	l := newTestLimiter(t, Config{Store: s, Timeout: timeout})
+	start := time.Now()
+	for range 3 {
+		_, _ = l.Allow(context.Background(), "k")
+	}
+	valued := context.WithValue(context.Background(), ctxKey{}, "v")
+	_, _ = l.Allow(valued, "k")
+	end := time.Now()
+	for i, ctx := range s.ctxs {
+		dl, ok := ctx.Deadline()
+		if !ok || dl.Before(start.Add(timeout)) || dl.After(end.Add(timeout+timeout/64)) {
+			t.Fatalf("call %d: deadline %v, %v; want %v after the call, late by at most %v", i, dl.Sub(start), ok, timeout, timeout/64)
+		}
+		if ctx.Done() == nil || ctx.Err() != nil {
+			t.Fatalf("call %d: Done %v, Err %v before the deadline", i, ctx.Done(), ctx.Err())
+		}
+	}
+	if v := s.ctxs[3].Value(ctxKey{}); v != "v" {
+		t.Fatalf("the store lost the caller's value: %v", v)
+	}
+	// A context the store derives hangs off the deadline, with no goroutine
+	// of its own to watch it.
+	before := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for _, ctx := range s.ctxs {
+		for range 25 {
+			_, cancel := context.WithCancel(ctx)
+			cancels = append(cancels, cancel)
+		}
+	}
+	if n := runtime.NumGoroutine() - before; n > 10 {
+		t.Errorf("deriving 100 contexts started %d goroutines", n)
+	}
+	derived, cancel := context.WithCancel(s.ctxs[3])
+	cancels = append(cancels, cancel)
+	select {
+	case <-derived.Done():
+		if !errors.Is(derived.Err(), context.DeadlineExceeded) {
+			t.Fatalf("derived context ended with %v", derived.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a derived context outlived the shared deadline")
+	}
+	for _, ctx := range s.ctxs {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("after the deadline Err = %v", ctx.Err())
+		}
+	}
+	for _, c := range cancels {
+		c()
+	}
+
+	// It costs no allocation for context.Background, one for a context
+	// with values (the ticks, one a granule, round away).
+	for _, c := range []struct {
+		ctx  context.Context
+		want float64
+	}{{context.Background(), 0}, {valued, 1}} {
+		if n := testing.AllocsPerRun(1000, func() {
+			ctx, cancel := l.deadline(c.ctx)
+			_ = ctx.Done()
+			cancel()
+		}); n != c.want {
+			t.Errorf("%v: %v allocations a call, want %v", c.ctx, n, c.want)
+		}
+	}
+}
+
+// A caller that can cancel gets its cancellation through to the store at
+// once, not at the limiter's deadline.
+func TestCancellationReachesTheStore(t *testing.T) {
+	s := &ctxStore{block: true}
+	l := newTestLimiter(t, Config{Store: s, Timeout: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, "k")
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v; want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the store did not hear the caller's cancellation")
 	}
 }

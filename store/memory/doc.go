@@ -13,6 +13,10 @@
 // Update holds the lock of the key's shard across the algorithm's step, so a
 // read-modify-write of one key is atomic, and a decision on an existing key
 // allocates nothing: the step reads and writes the key's own state in place.
+// A Limiter's Allow takes a shorter road to the same place: the Store is a
+// core.Binder, so the Limiter binds once to its namespace and each decision
+// runs the step directly under the shard lock, with no Mutation to pool and
+// the namespace hashed once, not per call.
 // A Store is safe for concurrent use; distinct keys in distinct shards never
 // contend. A decision's time is read by the Limiter before the lock is
 // taken, so under contention a decision may come after one made at a later
@@ -23,9 +27,11 @@
 //
 // The store never keeps the raw identity, which may be attacker-chosen and of
 // any length, and it does not compute core.Key.String (SHA-256 costs more
-// than a whole in-memory decision). Instead it hashes the pair (Namespace,
-// Identity) with hash/maphash under two random seeds drawn when the Store is
-// created, into a 128-bit map key. That is safe in-process because the seeds
+// than a whole in-memory decision). Instead it hashes Namespace and Identity
+// with hash/maphash, each under two random seeds of its own drawn when the
+// Store is created, and XORs the two into each half of a 128-bit map key
+// (hashed apart, so the boundary between them counts: ("a:b", "c") and
+// ("a", "b:c") are different keys). That is safe in-process because the seeds
 // are secret and never leave the process: an attacker cannot compute which
 // identities collide, so a collision is left to chance, about n²/2¹²⁹ for n
 // keys (below 10⁻²⁶ for a million). A network store cannot do the same: its

@@ -6,28 +6,47 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// mapKey is what a key is stored under: 128 bits of two seeded hashes of
-// (Namespace, Identity). The raw identity is never kept.
-type mapKey [2]uint64
-
-// pair is hashed as one comparable value, so the boundary between Namespace
-// and Identity is part of what is hashed: ("a:b", "c") and ("a", "b:c") are
-// different values and, but for chance, different keys.
-type pair struct{ namespace, identity string }
+// mapKey is what a key is stored under: 128 bits, each half a seeded hash of
+// the Namespace combined with a seeded hash of the Identity. The raw identity
+// is never kept. h0 picks the shard, h1 the slot in the shard's table. (A
+// struct, not an array: Go passes a struct of two words in registers.)
+type mapKey struct{ h0, h1 uint64 }
 
 // keyHasher turns a core.Key into a mapKey. The seeds are random per Store
 // and never leave it: see the package doc for why that makes collisions a
 // matter of chance that an attacker cannot aim.
-type keyHasher struct{ seed0, seed1 maphash.Seed }
-
-func newKeyHasher() keyHasher {
-	return keyHasher{seed0: maphash.MakeSeed(), seed1: maphash.MakeSeed()}
+//
+// Namespace and Identity are hashed apart, each under seeds of its own, and
+// the halves combined by XOR. So the boundary between them is part of what
+// is hashed (("a:b", "c") and ("a", "b:c") are, but for chance, different
+// keys), and a namespace's hashes can be computed once, when a Limiter binds
+// to the store (see Bind), leaving one pass over the identity per half.
+type keyHasher struct {
+	ns, id [2]maphash.Seed
 }
 
-// hash costs two passes of the runtime's map hash over the key (AES-based on
-// most CPUs): about 20ns, where SHA-256 costs about 90ns. It does not
-// allocate.
+// nsHash is a namespace's part of every mapKey in it.
+type nsHash [2]uint64
+
+func newKeyHasher() keyHasher {
+	return keyHasher{
+		ns: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		id: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+	}
+}
+
+func (h *keyHasher) namespace(ns string) nsHash {
+	return nsHash{maphash.String(h.ns[0], ns), maphash.String(h.ns[1], ns)}
+}
+
+// identity returns the mapKey of identity in the namespace whose hashes are
+// ns. It costs two passes of the runtime's string hash (AES-based on most
+// CPUs), about 12 ns for a short identity, where SHA-256 costs about 90 ns.
+// It does not allocate.
+func (h *keyHasher) identity(ns nsHash, identity string) mapKey {
+	return mapKey{ns[0] ^ maphash.String(h.id[0], identity), ns[1] ^ maphash.String(h.id[1], identity)}
+}
+
 func (h *keyHasher) hash(k core.Key) mapKey {
-	p := pair{k.Namespace, k.Identity}
-	return mapKey{maphash.Comparable(h.seed0, p), maphash.Comparable(h.seed1, p)}
+	return h.identity(h.namespace(k.Namespace), k.Identity)
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func TestKeyHash(t *testing.T) {
 	if h.hash(k) != h.hash(core.Key{Namespace: "sluice:" + "api", Identity: "203.0.113." + "7"}) {
 		t.Fatal("one key hashed twice gave two map keys")
 	}
-	if a := h.hash(k); a[0] == a[1] {
+	if a := h.hash(k); a.h0 == a.h1 {
 		t.Errorf("the two halves of %x are equal: the seeds are not independent", a)
 	}
 	other := newKeyHasher()
@@ -62,4 +63,39 @@ func TestIdentityIsNotKept(t *testing.T) {
 		}
 	}
 	t.Fatal("a 1 MiB identity is still reachable after the store wrote its key")
+}
+
+// Bind's fast path and Update address one key: what Take writes, Update
+// reads and Delete deletes, in the namespace it was bound to and no other.
+func TestBindSharesUpdatesKeys(t *testing.T) {
+	s := newStore(t, &Options{SweepInterval: -1})
+	p := core.PerMinute("p", 2)
+	tk := s.Bind("test:p")
+	now := time.Now().UnixMicro()
+	for i, want := range []bool{true, true, false} {
+		d, err := tk.Take("a", counter{}, now, 1, &p)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("Take %d: %+v, %v; want Allowed %v", i, d, err, want)
+		}
+	}
+	got := read(t, s, key("a"))
+	want, _, _ := counter{}.Step(nil, now, 2, &p)
+	if string(got) != string(want) {
+		t.Fatalf("Update reads %x where Take wrote %x", got, want)
+	}
+	if st := read(t, s, core.Key{Namespace: "test:q", Identity: "a"}); st != nil {
+		t.Fatalf("another namespace reads %x", st)
+	}
+	if err := s.Delete(context.Background(), key("a")); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := tk.Take("a", counter{}, now, 1, &p); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after Delete: %+v, %v; want a fresh key", d, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Take("a", counter{}, now, 1, &p); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Take after Close: %v, want ErrClosed", err)
+	}
 }

@@ -67,7 +67,7 @@ func (s *Store) now() int64 {
 	return s.clock.Now().UnixMicro()
 }
 
-func (s *Store) shard(k mapKey) *shard { return &s.shards[k[0]&s.mask] }
+func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 
 // Update applies m to key's state atomically, holding the key's shard lock
 // across m.Apply. Apply sees nil for a key that is absent or expired, and
@@ -93,18 +93,40 @@ func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
 		now = s.now()
 	}
 	k := s.keys.hash(key)
+	sh, sl, state, err := s.open(k, now)
+	if err != nil {
+		return err
+	}
+	next, ttl := m.Apply(state)
+	err = sh.commit(k, sl, now, next, ttl)
+	sh.mu.Unlock()
+	return err
+}
+
+// open locks the shard of the key k and returns it, with k's slot (nil when
+// absent) and the state Apply must see at now (nil when absent or expired).
+// Unless it returns an error, the caller must call commit and then unlock
+// the shard; no panic can come between (a step is pure arithmetic on its
+// state).
+func (s *Store) open(k mapKey, now int64) (*shard, *slot, []byte, error) {
 	sh := s.shard(k)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if sh.closed {
-		return ErrClosed
+		sh.mu.Unlock()
+		return nil, nil, nil, ErrClosed
 	}
 	sl := sh.t.find(k)
 	var state []byte
 	if sl != nil && now < sl.expires {
 		state = sl.state()
 	}
-	next, ttl := m.Apply(state)
+	return sh, sl, state, nil
+}
+
+// commit writes what a step returned for the key k, whose slot open found
+// as sl: a nil next leaves the key as it was, a ttl <= 0 deletes it,
+// anything else is kept until now + ttl. The caller holds sh.mu.
+func (sh *shard) commit(k mapKey, sl *slot, now int64, next []byte, ttl time.Duration) error {
 	switch {
 	case next == nil:
 		return nil
@@ -129,6 +151,38 @@ func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
 		sh.next = sl.expires
 	}
 	return nil
+}
+
+var _ core.Binder = (*Store)(nil)
+
+// Bind returns the fast path of a Limiter's Allow on this store (see
+// core.Binder): the namespace is hashed once, here, and each decision runs
+// the algorithm's step under the shard lock with no Mutation, exactly as
+// Update would run a Limiter's. Keys written through it and through Update
+// are the same keys.
+func (s *Store) Bind(namespace string) core.Taker {
+	return &taker{s: s, ns: s.keys.namespace(namespace)}
+}
+
+type taker struct {
+	s  *Store
+	ns nsHash
+}
+
+// Take runs alg.Step for n units at now on identity's state (core.Taker).
+// Its errors are Update's.
+func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (d core.Decision, err error) {
+	k := t.s.keys.identity(t.ns, identity)
+	sh, sl, state, err := t.s.open(k, now)
+	if err != nil {
+		return d, err
+	}
+	var next []byte
+	var ttl time.Duration
+	next, ttl, d = alg.Step(state, now, n, p)
+	err = sh.commit(k, sl, now, next, ttl)
+	sh.mu.Unlock()
+	return d, err
 }
 
 // expiry is now + ttl in µs, the ttl rounded up so that a key never expires

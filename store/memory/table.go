@@ -70,7 +70,7 @@ func (s *slot) setState(next []byte) {
 // index of the empty slot where it would go and false. The table must have
 // slots.
 func (t *table) lookup(k mapKey) (uint64, bool) {
-	for i := k[1] & t.mask; ; i = (i + 1) & t.mask {
+	for i := k.h1 & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if !s.used() {
 			return i, false
@@ -125,7 +125,7 @@ func (t *table) deleteAt(i uint64) {
 			break
 		}
 		// s may fill the hole if the hole lies between its home and j.
-		home := s.key[1] & t.mask
+		home := s.key.h1 & t.mask
 		if (j-home)&t.mask >= (j-i)&t.mask {
 			t.slots[i] = *s
 			i = j

@@ -45,7 +45,7 @@ func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
 			continue
 		}
 		used++
-		home := int(s.key[1] & tb.mask)
+		home := int(s.key.h1 & tb.mask)
 		gaps := empty[i] - empty[home]
 		if home > i {
 			gaps = empty[len(tb.slots)] - empty[home] + empty[i]
