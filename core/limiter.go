@@ -246,7 +246,16 @@ func eventErr(returned, store error, d Decision) error {
 	return returned
 }
 
+// check returns an *InputError when identity or n cannot be decided. The
+// test that passes is small enough to inline; the errors are built apart.
 func (l *Limiter) check(identity string, n int64) error {
+	if identity != "" && n >= 1 && n <= l.quota {
+		return nil
+	}
+	return l.inputError(identity, n)
+}
+
+func (l *Limiter) inputError(identity string, n int64) error {
 	if identity == "" {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}
