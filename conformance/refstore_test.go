@@ -195,6 +195,8 @@ type binderStore struct {
 	racy, stray bool
 }
 
+func (binderStore) InProcess() {}
+
 func (s binderStore) Bind(ns string) core.Taker { return binderTaker{s, ns} }
 
 type binderTaker struct {

@@ -158,7 +158,7 @@ func New(cfg Config) (*Limiter, error) {
 			l.script, l.runner = s.Script(), r
 		}
 	}
-	if b, ok := cfg.Store.(Binder); ok && l.runner == nil && l.leaser == nil {
+	if b, ok := cfg.Store.(Binder); ok && l.local && l.runner == nil && l.leaser == nil {
 		l.taker = b.Bind(l.ns)
 	}
 	return l, nil

@@ -366,10 +366,17 @@ type bindStore struct {
 	err   error // returned by every Take when set
 }
 
+func (*bindStore) InProcess() {}
+
 func (s *bindStore) Bind(ns string) Taker {
 	s.bound = append(s.bound, ns)
 	return bindTaker{s, ns}
 }
+
+// remoteBinder is a Binder that is not InProcess: a Limiter must not bind.
+type remoteBinder struct{ *mapStore }
+
+func (remoteBinder) Bind(string) Taker { panic("a Limiter bound to a store that is not InProcess") }
 
 type bindTaker struct {
 	s  *bindStore
@@ -427,6 +434,14 @@ func TestBinderPath(t *testing.T) {
 	// Bad input never reaches the store.
 	if _, err := l.AllowN(ctx, "k", 0); !errors.Is(err, ErrInvalidInput) || s.takes != 2 {
 		t.Fatalf("AllowN(0): %v after %d takes", err, s.takes)
+	}
+
+	// A store that waits on I/O decides through Update, with a deadline,
+	// whatever it implements.
+	rb := remoteBinder{mapStore: newMapStore()}
+	l = newTestLimiter(t, Config{Store: rb})
+	if _, err := l.Allow(ctx, "k"); err != nil || rb.updates != 1 {
+		t.Fatalf("a Binder that is not InProcess: %v, %d updates", err, rb.updates)
 	}
 
 	// Leases go through Update, not Take.

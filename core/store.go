@@ -58,12 +58,14 @@ type InProcess interface {
 	InProcess()
 }
 
-// Binder is an optional fast path of an in-process store. A Limiter binds
+// Binder is an optional fast path of an InProcess store. A Limiter binds
 // once, in New, to its namespace, and then decides every Allow with the
 // Taker it got, instead of Update with a pooled Mutation: in memory, the
 // Mutation's pool, its interface calls and the Decision copies it carries
-// were a fifth of a decision. Acquire and Release still go through Update.
-// A Limiter ignores Binder when it has a ScriptRunner to use.
+// were a fifth of a decision. Take has no context: it is for a store that
+// never waits on I/O. Acquire and Release still go through Update. A
+// Limiter ignores Binder on a store that is not InProcess, and when it has
+// a ScriptRunner to use.
 type Binder interface {
 	Bind(namespace string) Taker
 }

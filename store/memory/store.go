@@ -97,17 +97,16 @@ func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
 	if err != nil {
 		return err
 	}
+	defer sh.mu.Unlock()
 	next, ttl := m.Apply(state)
-	err = sh.commit(k, sl, now, next, ttl)
-	sh.mu.Unlock()
-	return err
+	return sh.commit(k, sl, now, next, ttl)
 }
 
 // open locks the shard of the key k and returns it, with k's slot (nil when
 // absent) and the state Apply must see at now (nil when absent or expired).
-// Unless it returns an error, the caller must call commit and then unlock
-// the shard; no panic can come between (a step is pure arithmetic on its
-// state).
+// Unless it returns an error, the caller must unlock the shard, by a defer:
+// a Mutation or Algorithm of the user's that panics must not leave every
+// key of the shard locked.
 func (s *Store) open(k mapKey, now int64) (*shard, *slot, []byte, error) {
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -177,12 +176,11 @@ func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.
 	if err != nil {
 		return d, err
 	}
+	defer sh.mu.Unlock()
 	var next []byte
 	var ttl time.Duration
 	next, ttl, d = alg.Step(state, now, n, p)
-	err = sh.commit(k, sl, now, next, ttl)
-	sh.mu.Unlock()
-	return d, err
+	return d, sh.commit(k, sl, now, next, ttl)
 }
 
 // expiry is now + ttl in µs, the ttl rounded up so that a key never expires

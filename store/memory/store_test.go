@@ -183,3 +183,49 @@ func TestNoAllocationsOnExistingKey(t *testing.T) {
 		t.Errorf("Store.Update on an existing key: %v allocations per call, want 0", allocs)
 	}
 }
+
+// panicky is an algorithm of the user's that panics in its step.
+type panicky struct{ counter }
+
+func (panicky) Step([]byte, int64, int64, *core.Policy) ([]byte, time.Duration, core.Decision) {
+	panic("a bug in a user's algorithm")
+}
+
+// A step or Mutation that panics leaves its shard unlocked: the other keys
+// of the store (one shard here, so every key) keep deciding.
+func TestPanicUnlocksTheShard(t *testing.T) {
+	// Not newStore: its Close would wait forever on a shard left locked.
+	s := New(&Options{Shards: 1, SweepInterval: -1})
+	p := core.PerMinute("p", 5)
+	for _, call := range []func(){
+		func() { _, _ = newLimiter(t, s, panicky{}, p, nil).Allow(context.Background(), "a") },
+		func() {
+			_ = s.Update(context.Background(), key("a"), fn(func([]byte) ([]byte, time.Duration) { panic("a bug") }))
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("the panic did not reach the caller")
+				}
+			}()
+			call()
+		}()
+		done := make(chan error, 1)
+		go func() {
+			_, err := newLimiter(t, s, counter{}, p, nil).Allow(context.Background(), "b")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the shard stayed locked after a panic")
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
