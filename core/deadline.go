@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -58,8 +59,12 @@ func (l *Limiter) tick() context.Context {
 		return t.ctx
 	}
 	g := min(l.cfg.Timeout/64, maxGranule)
+	end := now + l.cfg.Timeout + g
+	if end < now {
+		end = math.MaxInt64 // a Timeout of centuries: never before it
+	}
 	t := &tick{until: now + g}
-	t.ctx, t.release = context.WithDeadline(context.Background(), monoBase.Add(now+l.cfg.Timeout+g))
+	t.ctx, t.release = context.WithDeadline(context.Background(), monoBase.Add(end))
 	// Two calls that both find the last tick stale may both make one; the
 	// later store wins and the other serves its one call. Either is right.
 	l.ticks.Store(t)

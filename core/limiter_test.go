@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -543,6 +544,20 @@ func TestSharedDeadline(t *testing.T) {
 		}); n != c.want {
 			t.Errorf("%v: %v allocations a call, want %v", c.ctx, n, c.want)
 		}
+	}
+}
+
+// A Timeout too long to add to the clock still gives a deadline in the
+// future, not one in the past.
+func TestHugeTimeout(t *testing.T) {
+	s := &ctxStore{}
+	l := newTestLimiter(t, Config{Store: s, Timeout: math.MaxInt64})
+	if _, err := l.Allow(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	dl, ok := s.ctxs[0].Deadline()
+	if err := s.ctxs[0].Err(); err != nil || !ok || time.Until(dl) < 100*365*24*time.Hour {
+		t.Fatalf("deadline %v (%v), Err %v; want one centuries away", dl, ok, err)
 	}
 }
 
