@@ -117,7 +117,8 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nStores (--store): memory, redis://host:port[/db], redis://h1:p1,h2:p2 (cluster),")
-	fmt.Fprintln(w, "valkey://host:port[,host:port...], memcache://host:port[,host:port...]")
+	fmt.Fprintln(w, "redis+sentinel://host:port[,host:port...]/master, valkey://host:port[,host:port...],")
+	fmt.Fprintln(w, "memcache://host:port[,host:port...]")
 	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
 }
 

@@ -122,6 +122,15 @@ func TestConformanceRedis(t *testing.T) {
 	}
 }
 
+func TestConformanceSentinel(t *testing.T) {
+	addr := testenv.RedisSentinelAddr(t)
+	code, out, errOut := sluice(t, "conformance", "--store", "redis+sentinel://"+addr+"/"+testenv.SentinelMaster, "--run", "token-bucket")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "script") || !strings.Contains(out, "token-bucket") || !strings.Contains(out, "PASS") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
 func TestConformanceMemcache(t *testing.T) {
 	addrs := testenv.MemcacheAddrs(t)
 	code, out, errOut := sluice(t, "conformance", "--store", "memcache://"+addrs[0], "--run", "token-bucket")
@@ -180,6 +189,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"bench"}, exitUsage, "--store is required"},
 		{[]string{"bench", "--store", "redis://nohost"}, exitUsage, "not host:port"},
 		{[]string{"bench", "--store", "ftp://127.0.0.1:21"}, exitUsage, "unknown scheme"},
+		{[]string{"bench", "--store", "redis+sentinel://127.0.0.1:26379"}, exitUsage, "master name"},
+		{[]string{"demo", "--store", "redis+sentinel://127.0.0.1:1/m"}, exitUnreachable, "did not answer"},
 		{[]string{"bench", "--store", "memory", "--algorithm", "leaky"}, exitUsage, "unknown algorithm"},
 		{[]string{"simulate", "--pattern", "nope"}, exitUsage, "unknown pattern"},
 		{[]string{"bench", "--store", "memory", "--algorithm", ","}, exitUsage, "no algorithm"},

@@ -77,12 +77,18 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 			return redisBackend(ctx, addrs, opt, "redis "+u.Host)
 		}
 		return redisBackend(ctx, addrs, nil, "redis cluster "+u.Host)
+	case "redis+sentinel":
+		master := strings.Trim(u.Path, "/")
+		if master == "" || strings.Contains(master, "/") {
+			return nil, usagef("bad --store %q: want redis+sentinel://host:port[,host:port...]/<master name>", spec)
+		}
+		return sentinelBackend(ctx, addrs, master)
 	case "valkey":
 		return valkeyBackend(ctx, addrs)
 	case "memcache", "memcached":
 		return memcacheBackend(addrs)
 	}
-	return nil, usagef("bad --store %q: unknown scheme %q (memory, embedded, redis, valkey, memcache)", spec, u.Scheme)
+	return nil, usagef("bad --store %q: unknown scheme %q (memory, embedded, redis, redis+sentinel, valkey, memcache)", spec, u.Scheme)
 }
 
 // hostList splits "h1:p1,h2:p2" and checks each is host:port.
@@ -129,7 +135,16 @@ func redisBackend(ctx context.Context, addrs []string, opt *goredis.Options, nam
 		}
 		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, DialTimeout: dialTimeout})
 	}
-	probe := newClient()
+	return goredisBackend(ctx, name, newClient(), func() (core.Store, func()) {
+		c := newClient()
+		s := sredis.New(c, nil)
+		return s, func() { s.Close(); c.Close() }
+	})
+}
+
+// goredisBackend checks that probe answers PING within dialTimeout (and
+// closes it), and returns a backend whose stores newStore builds.
+func goredisBackend(ctx context.Context, name string, probe goredis.UniversalClient, newStore func() (core.Store, func())) (*backend, error) {
 	defer probe.Close()
 	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
@@ -138,10 +153,24 @@ func redisBackend(ctx context.Context, addrs []string, opt *goredis.Options, nam
 	}
 	return &backend{Name: name, Scripts: true, Shared: true, Close: func() {},
 		NewStore: func() (core.Store, func(), error) {
-			c := newClient()
-			s := sredis.New(c, nil)
-			return s, func() { s.Close(); c.Close() }, nil
+			s, done := newStore()
+			return s, done, nil
 		}}, nil
+}
+
+// sentinelBackend decides on the primary that the sentinels at addrs watch
+// as master, through redis.NewFailover: each store has a failover client of
+// its own, which follows the sentinels' switches.
+func sentinelBackend(ctx context.Context, addrs []string, master string) (*backend, error) {
+	goredis.SetLogger(quietLog{})
+	opts := func() *goredis.FailoverOptions {
+		return &goredis.FailoverOptions{MasterName: master, SentinelAddrs: addrs, DialTimeout: dialTimeout}
+	}
+	name := "redis sentinel " + strings.Join(addrs, ",") + " master " + master
+	return goredisBackend(ctx, name, goredis.NewFailoverClient(opts()), func() (core.Store, func()) {
+		s := sredis.NewFailover(opts(), nil)
+		return s, func() { s.Close() }
+	})
 }
 
 func valkeyBackend(ctx context.Context, addrs []string) (*backend, error) {

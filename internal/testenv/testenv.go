@@ -34,6 +34,17 @@ func RedisClusterAddrs(t testing.TB) []string {
 	return strings.Split(lookup(t, "SLUICE_REDIS_CLUSTER_ADDRS"), ",")
 }
 
+// The masters the Sentinel at RedisSentinelAddr watches: SentinelMaster, a
+// primary that stays one, and SentinelFailoverMaster, a primary with one
+// in-sync replica, which only the test that fails it over may use.
+const (
+	SentinelMaster         = "sluice"
+	SentinelFailoverMaster = "sluice-failover"
+)
+
+// RedisSentinelAddr is the address of a real Redis Sentinel.
+func RedisSentinelAddr(t testing.TB) string { return lookup(t, "SLUICE_REDIS_SENTINEL_ADDR") }
+
 // MemcacheAddrs are the addresses of two real memcached servers.
 func MemcacheAddrs(t testing.TB) []string {
 	return strings.Split(lookup(t, "SLUICE_MEMCACHE_ADDRS"), ",")

@@ -81,6 +81,42 @@ func clientOptions(o *goredis.Options) *goredis.Options {
 	// shared, it would route this client's push notifications to the
 	// other's handlers (and refuse to register this client's own).
 	n.PushNotificationProcessor = nil
+	if isFailover(o) && (n.ConnMaxLifetime <= 0 || n.ConnMaxLifetime > failoverConnLifetime) {
+		n.ConnMaxLifetime = failoverConnLifetime
+	}
+	return &n
+}
+
+// A failover client (goredis.NewFailoverClient) hears the sentinel's
+// +switch-master and then closes its own pool's connections to the old
+// primary. A client built from a copy of its options shares its dialer,
+// which asks the sentinel, but not that hook: its pooled connections would
+// go on writing to the old primary, which accepts writes until Sentinel
+// demotes it, seconds later, and then discards them. So such a client's
+// connections are recycled after failoverConnLifetime at most, which bounds
+// that window; NewFailover builds a failover client that closes it.
+const failoverConnLifetime = time.Second
+
+// isFailover reports options that goredis.NewFailoverClient normalised.
+func isFailover(o *goredis.Options) bool { return o.Addr == "FailoverClient" }
+
+// failoverOptions copies fo into options for a failover client of the
+// store's own: retries off, the context's deadline honoured, and every
+// command to the primary.
+func failoverOptions(fo *goredis.FailoverOptions) *goredis.FailoverOptions {
+	n := *fo
+	n.SentinelAddrs = append([]string(nil), fo.SentinelAddrs...)
+	n.MaxRetries = -1
+	n.ContextTimeoutEnabled = true
+	// FailoverOptions are not normalised yet: -2 turns deadlines off.
+	if n.ReadTimeout == -2 {
+		n.ReadTimeout = -1
+	}
+	if n.WriteTimeout == -2 {
+		n.WriteTimeout = -1
+	}
+	n.RouteByLatency, n.RouteRandomly, n.ReplicaOnly, n.UseDisconnectedReplicas = false, false, false, false
+	n.PushNotificationProcessor = nil
 	return &n
 }
 

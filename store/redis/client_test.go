@@ -1,10 +1,14 @@
 package redis
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
 )
 
 // These tests need no server: they check which client the store sends with.
@@ -117,6 +121,41 @@ func TestStoreClientFromFailover(t *testing.T) {
 	}
 	if o.Dialer == nil {
 		t.Errorf("the sentinel dialer was not kept")
+	}
+	// It does not hear the sentinel's switches: its connections must move
+	// to a new primary within failoverConnLifetime.
+	if o.ConnMaxLifetime <= 0 || o.ConnMaxLifetime > failoverConnLifetime {
+		t.Errorf("ConnMaxLifetime %v; want at most %v", o.ConnMaxLifetime, failoverConnLifetime)
+	}
+}
+
+func TestFailoverOptions(t *testing.T) {
+	user := &goredis.FailoverOptions{
+		MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, MaxRetries: 5,
+		ReadTimeout: -2, WriteTimeout: -2, ReplicaOnly: true, RouteRandomly: true, PoolSize: 7,
+	}
+	n := failoverOptions(user)
+	if n.MaxRetries != -1 || !n.ContextTimeoutEnabled || n.ReadTimeout != -1 || n.WriteTimeout != -1 {
+		t.Errorf("retries %d, context timeout %v, read %v, write %v; want -1, true, -1, -1", n.MaxRetries, n.ContextTimeoutEnabled, n.ReadTimeout, n.WriteTimeout)
+	}
+	if n.ReplicaOnly || n.RouteRandomly || n.RouteByLatency {
+		t.Errorf("replica routing kept: the store's reads feed its writes")
+	}
+	if n.MasterName != "m" || n.PoolSize != 7 || len(n.SentinelAddrs) != 1 {
+		t.Errorf("the caller's settings were not kept: %+v", n)
+	}
+	n.SentinelAddrs[0] = "changed"
+	if user.MaxRetries != 5 || user.SentinelAddrs[0] != "127.0.0.1:1" {
+		t.Errorf("the caller's options were changed: %+v", user)
+	}
+	s := NewFailover(user, nil)
+	defer s.Close()
+	if c, ok := s.Client().(*goredis.Client); !ok || !s.owned || c.Options().MaxRetries != 0 {
+		t.Fatalf("NewFailover sends with %T (owned %v)", s.Client(), s.owned)
+	}
+	nilStore := NewFailover(nil, nil)
+	if _, err := nilStore.RunScript(context.Background(), algorithm.GCRA{}.Script(), core.Key{Namespace: "a:b", Identity: "c"}, core.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("a store over no client: %v, want ErrUnavailable", err)
 	}
 }
 

@@ -8,22 +8,21 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// harness runs the suite on the real redis-server or the real cluster, each
-// NewStore with a user's client of its own (go-redis defaults).
+// harness runs the suite on a real backend (a redis-server, the cluster,
+// or the Sentinel's primary), each NewStore with a user's client of its own
+// (go-redis defaults).
 type harness struct {
-	cluster bool
-	opts    *Options
-	admin   goredis.UniversalClient
+	client func(testing.TB) goredis.UniversalClient
+	opts   *Options
+	admin  goredis.UniversalClient
 }
 
 func (h harness) NewStore(t testing.TB) core.Store {
-	if h.cluster {
-		return newClusterStore(t, h.opts)
-	}
-	return newStore(t, h.opts)
+	s := New(h.client(t), h.opts)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func (harness) Capabilities() conformance.Capabilities {
@@ -40,25 +39,22 @@ func (h harness) Exists(ctx context.Context, key core.Key) (bool, error) {
 var _ conformance.Inspector = harness{}
 
 func TestConformance(t *testing.T) {
+	single := func(t testing.TB) goredis.UniversalClient { return userClient(t) }
+	cluster := func(t testing.TB) goredis.UniversalClient { return userCluster(t) }
+	sentinel := func(t testing.TB) goredis.UniversalClient { return userFailover(t) }
 	for _, tc := range []struct {
-		name    string
-		cluster bool
-		opts    *Options
+		name   string
+		client func(testing.TB) goredis.UniversalClient
+		opts   *Options
 	}{
-		{"single", false, nil},
-		{"single-direct", false, &Options{NoBatch: true}},
-		{"cluster", true, nil},
+		{"single", single, nil},
+		{"single-direct", single, &Options{NoBatch: true}},
+		{"cluster", cluster, nil},
+		{"sentinel", sentinel, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conformance.Run(t, func(t *testing.T) conformance.Harness {
-				h := harness{cluster: tc.cluster, opts: tc.opts}
-				if tc.cluster {
-					testenv.RedisClusterAddrs(t)
-					h.admin = userCluster(t)
-				} else {
-					h.admin = userClient(t)
-				}
-				return h
+				return harness{client: tc.client, opts: tc.opts, admin: tc.client(t)}
 			})
 		})
 	}
@@ -66,6 +62,6 @@ func TestConformance(t *testing.T) {
 
 func BenchmarkConformance(b *testing.B) {
 	conformance.RunBenchmarks(b, func(b *testing.B) conformance.Harness {
-		return harness{admin: userClient(b)}
+		return harness{client: func(t testing.TB) goredis.UniversalClient { return userClient(t) }, admin: userClient(b)}
 	})
 }

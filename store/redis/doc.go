@@ -40,6 +40,23 @@
 // see the store's own. Close closes the store's own client only. Any other
 // UniversalClient is used as it is: the guarantees then rest on it.
 //
+// # Sentinel
+//
+// When Sentinel promotes a replica, the old primary goes on accepting
+// writes until Sentinel demotes it, seconds later, and then discards them:
+// decisions written there are lost, and the fleet would admit them again. A
+// failover client closes its connections to the old primary as soon as the
+// sentinel announces the new one, but only its own: a client the store
+// builds from a copy of a failover client's options shares its dialer, not
+// that hook. So NewFailover, which takes the goredis.FailoverOptions and
+// builds a failover client of the store's own, is the way to use Sentinel;
+// given a failover client, New keeps its connections at most a second old,
+// so that they move to the new primary within that second. A failover
+// client already configured with MaxRetries -1 and ContextTimeoutEnabled is
+// used as it is, hook included. The store's tests fail a real primary over
+// with a real Sentinel and check that every decision reaches the new
+// primary, carrying the state the old one had.
+//
 // The store itself sends a command again only after a reply that proves it
 // did not run: NOSCRIPT (then as EVAL), and on a cluster MOVED and ASK,
 // which the store follows to the node they name (after ASKING for ASK),

@@ -50,6 +50,28 @@ func userCluster(t testing.TB) *goredis.ClusterClient {
 	return c
 }
 
+// userFailover is a failover client for the Sentinel's stable primary,
+// with go-redis defaults.
+func userFailover(t testing.TB) *goredis.Client {
+	t.Helper()
+	return userFailoverOf(t, testenv.SentinelMaster)
+}
+
+// userFailoverOf is a failover client for the Sentinel's master, with
+// go-redis defaults.
+func userFailoverOf(t testing.TB, master string) *goredis.Client {
+	t.Helper()
+	c := goredis.NewFailoverClient(&goredis.FailoverOptions{
+		MasterName:    master,
+		SentinelAddrs: []string{testenv.RedisSentinelAddr(t)},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("the primary of sentinel %s: %v", testenv.RedisSentinelAddr(t), err)
+	}
+	return c
+}
+
 // newStore returns a store over a fresh user client, closed at cleanup.
 func newStore(t testing.TB, opts *Options) *Store {
 	t.Helper()

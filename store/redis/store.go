@@ -59,6 +59,27 @@ func New(c goredis.UniversalClient, opts *Options) *Store {
 	return s
 }
 
+// NewFailover returns a Store over the primary that the sentinels in fo
+// watch, through a failover client of its own (goredis.NewFailoverClient)
+// built from a copy of fo with retries off, the context's deadline honoured
+// and every command sent to the primary (see the package doc). Close closes
+// that client. Prefer it to New with a failover client: its client closes
+// its connections to the old primary as soon as the sentinel announces a new
+// one, where a client New derives from a caller's may write to the old
+// primary for up to a second (see the package doc). A nil fo gives a store
+// whose every call fails with core.ErrUnavailable.
+func NewFailover(fo *goredis.FailoverOptions, opts *Options) *Store {
+	s := &Store{opts: opts.withDefaults()}
+	if fo == nil {
+		return s
+	}
+	s.client, s.owned = goredis.NewFailoverClient(failoverOptions(fo)), true
+	if !s.opts.NoBatch {
+		s.single = newBatcher(s)
+	}
+	return s
+}
+
 // isNil reports a nil client, also one of the known types in an interface.
 func isNil(c goredis.UniversalClient) bool {
 	switch c := c.(type) {
