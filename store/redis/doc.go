@@ -12,8 +12,10 @@
 // New takes any goredis.UniversalClient: a *goredis.Client for one server,
 // the *goredis.Client that goredis.NewFailoverClient returns for a
 // sentinel-managed primary, a *goredis.ClusterClient (goredis.NewClusterClient,
-// or NewFailoverClusterClient), or a *goredis.Ring. New never fails; a nil
-// client gives a store whose every call fails with core.ErrUnavailable.
+// or NewFailoverClusterClient), or a *goredis.Ring. For Sentinel, NewFailover,
+// which takes the goredis.FailoverOptions, is better (see Sentinel below).
+// Neither fails; a nil client gives a store whose every call fails with
+// core.ErrUnavailable.
 //
 // # Never twice
 //
@@ -40,6 +42,12 @@
 // see the store's own. Close closes the store's own client only. Any other
 // UniversalClient is used as it is: the guarantees then rest on it.
 //
+// The store itself sends a command again only after a reply that proves it
+// did not run: NOSCRIPT (then as EVAL), and on a cluster MOVED and ASK,
+// which the store follows to the node they name (after ASKING for ASK),
+// at most four times in all. A script whose outcome is unknown is never
+// sent again: its caller gets an error matching core.ErrOutcomeUnknown.
+//
 // # Sentinel
 //
 // When Sentinel promotes a replica, the old primary goes on accepting
@@ -53,15 +61,11 @@
 // given a failover client, New keeps its connections at most a second old,
 // so that they move to the new primary within that second. A failover
 // client already configured with MaxRetries -1 and ContextTimeoutEnabled is
-// used as it is, hook included. The store's tests fail a real primary over
-// with a real Sentinel and check that every decision reaches the new
-// primary, carrying the state the old one had.
-//
-// The store itself sends a command again only after a reply that proves it
-// did not run: NOSCRIPT (then as EVAL), and on a cluster MOVED and ASK,
-// which the store follows to the node they name (after ASKING for ASK),
-// at most four times in all. A script whose outcome is unknown is never
-// sent again: its caller gets an error matching core.ErrOutcomeUnknown.
+// used as it is, hook included. (Writes in the moment between the promotion
+// and the announcement can still be lost, with any client: Redis
+// replication is asynchronous.) The store's tests fail a real primary over
+// with a real Sentinel and check that decisions reach the new primary
+// within those bounds, carrying the state the old one had.
 //
 // # Scripts
 //
