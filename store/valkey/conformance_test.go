@@ -6,20 +6,38 @@ import (
 
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
 )
 
-// harness runs the suite on the real redis-server or the real cluster: each
-// NewStore is a valkey-go client of its own, as each instance of a fleet
-// has.
+// harness runs the suite on the real redis-server, the real cluster, or the
+// primary a real Sentinel watches: each NewStore is a valkey-go client of
+// its own, as each instance of a fleet has.
 type harness struct {
-	addrs []string
-	admin valkeygo.Client // reads keys for Exists
+	addrs  []string
+	master string          // when set, addrs are sentinels that watch this master
+	admin  valkeygo.Client // reads keys for Exists
+}
+
+func (h harness) client(t testing.TB) valkeygo.Client {
+	if h.master == "" {
+		return newClient(t, h.addrs)
+	}
+	c, err := valkeygo.NewClient(valkeygo.ClientOption{
+		InitAddress: h.addrs, DisableCache: true,
+		Sentinel: valkeygo.SentinelOption{MasterSet: h.master},
+	})
+	if err != nil {
+		t.Fatalf("valkey-go sentinel client for %v: %v", h.addrs, err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 func (h harness) NewStore(t testing.TB) core.Store {
-	s, _ := newStore(t, h.addrs)
+	s := valkey.New(h.client(t), nil)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -42,6 +60,16 @@ func TestConformance(t *testing.T) {
 			addrs := b.addrs(t)
 			return harness{addrs: addrs, admin: newClient(t, addrs)}
 		})
+	})
+}
+
+// TestConformanceSentinel runs the suite through valkey-go's own Sentinel
+// support (ClientOption.Sentinel), which the store takes as it is.
+func TestConformanceSentinel(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		h := harness{addrs: []string{testenv.RedisSentinelAddr(t)}, master: testenv.SentinelMaster}
+		h.admin = h.client(t)
+		return h
 	})
 }
 

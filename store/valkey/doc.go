@@ -12,7 +12,10 @@
 //
 // The package is tested against redis-server (Debian has no valkey-server
 // package; Valkey speaks the same protocol and runs the same Lua), single
-// node and a 3-master cluster.
+// node, a 3-master cluster, and a primary behind a real Sentinel through
+// valkey-go's ClientOption.Sentinel (the store uses that client as it is,
+// so following a switch of primary is valkey-go's; the suite does not fail
+// that primary over).
 //
 // # Clients
 //
