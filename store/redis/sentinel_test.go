@@ -83,6 +83,13 @@ func failOver(t *testing.T, s *Store, grace time.Duration) {
 	}
 	// The replica holds the state before the switch (replication is
 	// asynchronous: without this the switch could lose it, as Redis may).
+	// WAIT counts the writes of its own connection, so it follows a write
+	// of this connection: the replication stream is in order, so once the
+	// replica has that write it has the decisions made before it.
+	marker := key + ":replicated"
+	if err := old.Set(ctx, marker, "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := old.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
 		t.Fatalf("WAIT for the replica: %d, %v", n, err)
 	}
