@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // harness runs the suite on a real backend (a redis-server, the cluster,
@@ -41,7 +42,7 @@ var _ conformance.Inspector = harness{}
 func TestConformance(t *testing.T) {
 	single := func(t testing.TB) goredis.UniversalClient { return userClient(t) }
 	cluster := func(t testing.TB) goredis.UniversalClient { return userCluster(t) }
-	sentinel := func(t testing.TB) goredis.UniversalClient { return userFailover(t) }
+	sentinel := func(t testing.TB) goredis.UniversalClient { return userFailover(t, testenv.SentinelMaster) }
 	for _, tc := range []struct {
 		name   string
 		client func(testing.TB) goredis.UniversalClient

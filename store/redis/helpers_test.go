@@ -50,16 +50,9 @@ func userCluster(t testing.TB) *goredis.ClusterClient {
 	return c
 }
 
-// userFailover is a failover client for the Sentinel's stable primary,
-// with go-redis defaults.
-func userFailover(t testing.TB) *goredis.Client {
-	t.Helper()
-	return userFailoverOf(t, testenv.SentinelMaster)
-}
-
-// userFailoverOf is a failover client for the Sentinel's master, with
+// userFailover is a failover client for the Sentinel's master, with
 // go-redis defaults.
-func userFailoverOf(t testing.TB, master string) *goredis.Client {
+func userFailover(t testing.TB, master string) *goredis.Client {
 	t.Helper()
 	c := goredis.NewFailoverClient(&goredis.FailoverOptions{
 		MasterName:    master,

@@ -31,7 +31,7 @@ func TestSentinelFailover(t *testing.T) {
 			}, nil)
 		}, 500 * time.Millisecond},
 		{"New with a failover client", func(t *testing.T) *Store {
-			return New(userFailoverOf(t, testenv.SentinelFailoverMaster), nil)
+			return New(userFailover(t, testenv.SentinelFailoverMaster), nil)
 		}, failoverConnLifetime + time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func failOver(t *testing.T, s *Store, grace time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := testKey(t, userFailoverOf(t, testenv.SentinelFailoverMaster)).Identity
+	id := testKey(t, userFailover(t, testenv.SentinelFailoverMaster)).Identity
 	key := l.Key(id).String()
 	const admitted = 100
 	for i := range admitted {

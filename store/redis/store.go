@@ -53,10 +53,16 @@ func New(c goredis.UniversalClient, opts *Options) *Store {
 		return s
 	}
 	s.client, s.owned, s.cluster = storeClient(c)
+	s.startBatcher()
+	return s
+}
+
+// startBatcher gives a store that is not a cluster its batcher, unless
+// Options.NoBatch.
+func (s *Store) startBatcher() {
 	if !s.opts.NoBatch && s.cluster == nil {
 		s.single = newBatcher(s)
 	}
-	return s
 }
 
 // NewFailover returns a Store over the primary that the sentinels in fo
@@ -74,9 +80,7 @@ func NewFailover(fo *goredis.FailoverOptions, opts *Options) *Store {
 		return s
 	}
 	s.client, s.owned = goredis.NewFailoverClient(failoverOptions(fo)), true
-	if !s.opts.NoBatch {
-		s.single = newBatcher(s)
-	}
+	s.startBatcher()
 	return s
 }
 
