@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.0.0
+	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	github.com/valkey-io/valkey-go v1.0.79
 )
 
@@ -15,4 +15,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-replace github.com/sluicehq/sluice => ../
+replace github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000 => ../

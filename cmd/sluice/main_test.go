@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/simulate"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 

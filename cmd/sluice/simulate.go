@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/simulate"
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
