@@ -24,7 +24,7 @@ return 0`)
 // then a compare-and-set (SET NX for an absent key, casScript otherwise),
 // looped by core.CASUpdate with Options.Retry until a swap wins. The
 // compare is on the whole value, so any write in between makes the swap
-// lose.
+// lose. The key's TTL is the algorithm's plus Options.ClockSkew.
 //
 // Errors match core.ErrUnavailable: a failed GET (nothing was written), a
 // failed swap (also core.ErrOutcomeUnknown unless the failure proves the
@@ -67,7 +67,7 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 }
 
 func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
-	ms := pxMillis(ttl)
+	ms := pxMillis(ttl + b.s.opts.ClockSkew)
 	old, present := token.(string)
 	if !present {
 		cmd := goredis.NewStatusCmd(ctx, "set", key, next, "px", ms, "nx")
@@ -91,6 +91,12 @@ func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte
 	}
 	return cmd.Val() == 1, nil
 }
+
+// ClockSkew is Options.ClockSkew, as filled in by New (core.ClockSkewer):
+// the generic path's allowance for the fleet's clocks. A Limiter on the
+// generic path clamps a stored time that lies more than this ahead of its
+// own clock; scripts read the server's clock and need none.
+func (s *Store) ClockSkew() time.Duration { return s.opts.ClockSkew }
 
 // pxMillis is ttl in whole milliseconds, rounded up (a key must not expire
 // before its state reads as fresh) and at least 1 (PX 0 is an error).

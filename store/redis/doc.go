@@ -89,7 +89,9 @@
 // script of the store's own that sets the new value, with PX, only if the
 // key still holds exactly the value read. Under contention the loop retries
 // with jittered backoff and gives up with core.ErrContention. A lost
-// compare-and-set is never sent again either.
+// compare-and-set is never sent again either. Each instance's clock decides
+// there while Redis expires keys by its own, so every TTL is lengthened by
+// Options.ClockSkew (DefaultClockSkew, one second, as in store/valkey).
 //
 // # Keys and clusters
 //

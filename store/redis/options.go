@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/sluicehq/sluice/core"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
 
 // Defaults for Options.
 const (
@@ -9,6 +13,9 @@ const (
 	// DefaultPipelines is how many round trips the batcher keeps in flight
 	// to one node at once.
 	DefaultPipelines = 2
+	// DefaultClockSkew is Options.ClockSkew when it is zero, as in
+	// store/valkey.
+	DefaultClockSkew = time.Second
 )
 
 // Options configures a Store. A nil *Options means the defaults; so does the
@@ -29,12 +36,32 @@ type Options struct {
 	// Retry bounds the compare-and-set loop of the generic path
 	// (core.Store.Update). The zero value means core's defaults.
 	Retry core.RetryPolicy
+	// ClockSkew is the largest disagreement between the clocks of the
+	// fleet's instances. On the generic path (core.Store.Update: algorithms
+	// without a Lua twin, Limiters with Config.NoScript) each instance's own
+	// clock decides, while Redis expires the key by its own: a TTL measured
+	// on a clock that runs ahead ends early by the clock of an instance
+	// behind, which then finds the key gone while, by its clock, the state
+	// still holds (a fixed window would admit a second quota in one
+	// window). The generic path therefore lengthens every TTL by ClockSkew,
+	// which costs only memory, and declares it (ClockSkew method) so that a
+	// Limiter clamps stored times that lie further ahead than that. Zero
+	// means DefaultClockSkew; negative means no allowance (one clock).
+	// Scripts are not affected: they set their own TTLs, on the server's
+	// clock unless the Limiter injects one.
+	ClockSkew time.Duration
 }
 
 func (o *Options) withDefaults() Options {
 	var r Options
 	if o != nil {
 		r = *o
+	}
+	switch {
+	case r.ClockSkew == 0:
+		r.ClockSkew = DefaultClockSkew
+	case r.ClockSkew < 0:
+		r.ClockSkew = 0
 	}
 	if r.MaxBatch < 1 {
 		r.MaxBatch = DefaultMaxBatch

@@ -1,0 +1,123 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+)
+
+// offsetClock reads the real clock plus a fixed offset: an instance whose
+// clock is off.
+type offsetClock time.Duration
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+// TestGenericPathSkewedFleet: on the generic path (NoScript) each instance's
+// clock decides and the server expires keys by its own. An instance 700ms
+// ahead writes a fixed-window count whose TTL, measured on its clock, ends
+// 700ms before the window does by the clock of an instance that is right;
+// without an allowance for skew that instance then finds the key gone inside
+// the same window and admits a second quota.
+func TestGenericPathSkewedFleet(t *testing.T) {
+	const (
+		window = 4 * time.Second
+		ahead  = 700 * time.Millisecond
+	)
+	p := core.Policy{Name: "skew", Limit: 3, Window: window}
+	s := newStore(t, nil)
+	mk := func(c core.Clock) *core.Limiter {
+		l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.FixedWindow{}, Store: s, Clock: c,
+			NoScript: true, Prefix: "sluice-test", Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	right, fast := mk(offsetClock(0)), mk(offsetClock(ahead))
+	key := testKey(t, s.Client())
+	id := key.Identity
+	t.Cleanup(func() { _ = right.Reset(context.Background(), id) })
+
+	// Start 200ms into a window of the right clock (the fast one is then
+	// 900ms in), so that both write in the same aligned window.
+	now := time.Now()
+	start := now.Truncate(window).Add(window + 200*time.Millisecond)
+	time.Sleep(start.Sub(now))
+	admitted := 0
+	for range p.Limit {
+		d, err := fast.Allow(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	// Without an allowance the key expires 3.1s after the write, 3.3s into
+	// the right clock's window; ask at 3.6s, 400ms before the window ends.
+	time.Sleep(time.Until(start.Add(3400 * time.Millisecond)))
+	for range p.Limit {
+		d, err := right.Allow(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if end := start.Add(window - 200*time.Millisecond); time.Now().After(end) {
+		t.Fatalf("the calls ran past the window's end (%v late): the machine is too slow for this check", time.Since(end))
+	}
+	if admitted > int(p.Limit) {
+		t.Fatalf("OVER-ADMISSION: %d admitted inside one aligned %v window by instances %v apart; the limit is %d",
+			admitted, window, ahead, p.Limit)
+	}
+}
+
+// TestGenericPathTTL: the generic path writes the algorithm's TTL plus the
+// store's ClockSkew allowance (DefaultClockSkew unless set; none when
+// negative).
+func TestGenericPathTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		skew  time.Duration
+		extra time.Duration
+	}{
+		{"default", 0, DefaultClockSkew},
+		{"250ms", 250 * time.Millisecond, 250 * time.Millisecond},
+		{"none", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, &Options{ClockSkew: tc.skew})
+			if got, want := s.ClockSkew(), tc.extra; got != want {
+				t.Errorf("ClockSkew() = %v, want %v", got, want)
+			}
+			key := testKey(t, s.Client())
+			const ttl = 30 * time.Second
+			m := putMutation{ttl: ttl}
+			before := time.Now().UnixMilli()
+			for range 2 { // an absent key (SET NX), then a present one (the CAS script)
+				if err := s.Update(ctxT(t), key, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after := time.Now().UnixMilli()
+			at, err := s.Client().PExpireTime(context.Background(), key.String()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := (ttl + tc.extra).Milliseconds()
+			if got := at.Milliseconds(); got < before+want || got > after+want+1 {
+				t.Fatalf("the key expires %dms after the writes began, want %dms", got-before, want)
+			}
+		})
+	}
+}
+
+// putMutation writes "x" with ttl whatever the state.
+type putMutation struct{ ttl time.Duration }
+
+func (m putMutation) Apply([]byte) ([]byte, time.Duration) { return []byte("x"), m.ttl }
