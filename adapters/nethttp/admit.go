@@ -75,6 +75,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		id := l.identity(q)
 		var d core.Decision
 		var err error
+		n := l.weight
 		if l.leaser {
 			var lease *core.Lease
 			lease, d, err = l.lim.Acquire(ctx, id)
@@ -86,10 +87,9 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 				a.leases = append(a.leases, lease)
 			}
 		} else {
-			n := l.weight
 			if l.cost != nil {
 				if n = max(l.cost(q), 1); n > l.quota {
-					p.writeFields(w.Header(), outs, 0)
+					p.writeFields(w.Header(), outs)
 					writeProblem(w, http.StatusTooManyRequests, tooCostlyBody(l, n))
 					return nil, false
 				}
@@ -97,7 +97,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			d, err = l.lim.AllowN(ctx, id, n)
 		}
 		if err != nil {
-			p.writeFields(w.Header(), outs, 0)
+			p.writeFields(w.Header(), outs)
 			if ctx.Err() != nil {
 				writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 			} else {
@@ -105,18 +105,18 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			}
 			return nil, false
 		}
-		outs = append(outs, outcome{layer: l, d: d})
+		outs = append(outs, outcome{layer: l, d: d, n: n})
 		if !d.Allowed {
-			ra := max(seconds(d.RetryAfter), 1)
+			ra := retryAfter(outs)
 			h := w.Header()
-			p.writeFields(h, outs, ra)
+			p.writeFields(h, outs)
 			h[HeaderRetryAfter] = []string{strconv.FormatInt(ra, 10)}
 			writeProblem(w, http.StatusTooManyRequests, l.tooMany)
 			return nil, false
 		}
 		delay = max(delay, d.Delay)
 	}
-	p.writeFields(w.Header(), outs, 0)
+	p.writeFields(w.Header(), outs)
 	if delay > 0 && !wait(ctx, delay) {
 		writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		return nil, false

@@ -82,8 +82,14 @@
 //
 // A refused request gets 429 Too Many Requests, a Retry-After in whole
 // seconds (rounded up, at least 1: a request sent after it is admitted, if
-// nothing else is), every RateLimit t capped at Retry-After so that
-// Retry-After never points before the end of an effective window, and an
+// nothing else is) that is the longest wait over every layer the retry
+// could not pass now: the refusing layer's, and that of each earlier rate
+// layer that admitted the request but kept fewer units than it costs (the
+// time until that layer's quota is whole: exact for a fixed window, at
+// most that long for the others, which may free units sooner). A layer
+// that still has room does not count, nor does a concurrency layer, whose
+// lease is released with the refusal. Every RateLimit t stays its own
+// layer's reset, and an
 // RFC 9457 application/problem+json body of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded naming the
 // refusing layer in violated-policies. A request whose cost exceeds a

@@ -57,20 +57,43 @@ func seconds(d time.Duration) int64 {
 type outcome struct {
 	layer *layer
 	d     core.Decision
+	n     int64 // the units the request cost at this layer
+}
+
+// retryAfter is the Retry-After, in whole seconds (at least 1), of a request
+// refused by the last layer of outs: the longest wait over every layer that
+// a retry could not pass now. That is the refusing layer's RetryAfter, and
+// also, for each earlier rate layer that admitted the request but kept fewer
+// units than it costs, the time until that layer's quota is whole
+// (ResetAfter): that layer would refuse the retry until then. A decision
+// states no sooner time at which n units are free again; for the fixed
+// window the reset is that time exactly, the other algorithms may free
+// enough units sooner, so the wait errs late, never early. An earlier
+// concurrency layer does not count: its lease is released with the refusal,
+// so the retry finds the slot it had.
+func retryAfter(outs []outcome) int64 {
+	last := len(outs) - 1
+	ra := seconds(outs[last].d.RetryAfter)
+	for i := range outs[:last] {
+		o := &outs[i]
+		if !o.layer.leaser && o.d.Remaining < o.n {
+			ra = max(ra, seconds(o.d.ResetAfter))
+		}
+	}
+	return max(ra, 1)
 }
 
 // writeFields adds RateLimit-Policy and RateLimit (and the legacy trio when
 // enabled) from the decisions that were made for this request: the same
 // decisions that admitted or refused it, never a second read. A Degraded
 // decision gets no RateLimit item: fail open knows nothing about the
-// quota, and a fallback limiter's counts are not the fleet's. When the
-// response is a 429 with retryAfter seconds, every t is capped at
-// retryAfter, so Retry-After never points before the end of an effective
-// window ("at most r units within t seconds" stays true for a shorter t).
+// quota, and a fallback limiter's counts are not the fleet's. Each t is
+// its layer's own reset, also on a 429: Retry-After (see retryAfter) is
+// what waits for every layer, so no t needs cutting to it.
 // The IETF fields are added, not set: when two policies are stacked (a
 // group's and a route's), the response lists the items of both, which a
 // Structured Field List allows across several field lines.
-func (p *Policy) writeFields(h http.Header, outs []outcome, retryAfter int64) {
+func (p *Policy) writeFields(h http.Header, outs []outcome) {
 	var buf [256]byte
 	b := buf[:0]
 	tight := -1
@@ -83,9 +106,6 @@ func (p *Policy) writeFields(h http.Header, outs []outcome, retryAfter int64) {
 			b = append(b, ", "...)
 		}
 		t := seconds(o.d.ResetAfter)
-		if retryAfter > 0 && t > retryAfter {
-			t = retryAfter
-		}
 		b = append(b, o.layer.item...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(o.d.Remaining, 0), 10)
@@ -112,9 +132,6 @@ func (p *Policy) writeFields(h http.Header, outs []outcome, retryAfter int64) {
 	if p.legacy && tight >= 0 {
 		d := &outs[tight].d
 		t := seconds(d.ResetAfter)
-		if retryAfter > 0 && t > retryAfter {
-			t = retryAfter
-		}
 		h[HeaderLegacyLimit] = []string{strconv.FormatInt(d.Limit, 10)}
 		h[HeaderLegacyRemaining] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
 		h[HeaderLegacyReset] = []string{strconv.FormatInt(t, 10)}

@@ -1,7 +1,9 @@
 package nethttp
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -172,8 +174,10 @@ func appendInt(b []byte, n int64) []byte {
 	return append(b, byte('0'+n%10))
 }
 
-func TestRetryAfterNeverBeforeEffectiveWindow(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+// A layer that still has room does not hold a refused request back, and
+// its t is its own reset, not the refusing layer's wait.
+func TestRetryAfterIgnoresALayerWithRoom(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0)) // 800 s into an hour
 	hourly := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "hourly", Limit: 100, Window: time.Hour})
 	burst := clocked(t, clock, algorithm.TokenBucket{}, core.Policy{Name: "burst", Limit: 1, Window: 4 * time.Second})
 	p := testPolicy(t, Config{Layers: []Layer{{Limiter: hourly}, {Limiter: burst}}, LegacyHeaders: true})
@@ -185,32 +189,108 @@ func TestRetryAfterNeverBeforeEffectiveWindow(t *testing.T) {
 	if ok {
 		t.Fatal("second request admitted by a 1-per-4s bucket")
 	}
-	ra := w.Header().Get("Retry-After")
-	if ra != "3" {
+	if ra := w.Header().Get("Retry-After"); ra != "3" {
 		t.Fatalf("Retry-After %q, want 3", ra)
 	}
-	names, params := list(t, w.Header(), "RateLimit")
-	if len(names) != 2 {
-		t.Fatalf("RateLimit items %q, want hourly and burst", names)
+	_, params := list(t, w.Header(), "RateLimit")
+	if tt := params["hourly"]["t"]; tt != int64(3600-801) {
+		t.Errorf("hourly t=%v, want %d: the hour's end, not Retry-After", tt, 3600-801)
 	}
-	for _, n := range names {
-		if tt := params[n]["t"].(int64); tt > 3 {
-			t.Errorf("%s: t=%d after Retry-After 3", n, tt)
-		}
+	if tt := params["burst"]["t"]; tt != int64(3) {
+		t.Errorf("burst t=%v, want 3", tt)
 	}
 	// The hourly layer was charged for both requests (a later layer's
 	// denial refunds nothing): r=98.
 	if r := params["hourly"]["r"]; r != int64(98) {
 		t.Errorf("hourly r=%v, want 98", r)
 	}
-	if w.Header().Get("X-RateLimit-Remaining") != "0" {
-		t.Errorf("legacy fields describe %q remaining, want the denying layer's 0", w.Header().Get("X-RateLimit-Remaining"))
+	if w.Header().Get("X-RateLimit-Remaining") != "0" || w.Header().Get("X-RateLimit-Reset") != "3" {
+		t.Errorf("legacy fields %q remaining, reset %q, want the denying layer's 0 and 3",
+			w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("X-RateLimit-Reset"))
 	}
 	var pr Problem
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
 	if len(pr.ViolatedPolicies) != 1 || pr.ViolatedPolicies[0] != "burst" {
 		t.Errorf("violated-policies %q, want [burst]", pr.ViolatedPolicies)
 	}
+	clock.Advance(3 * time.Second)
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Errorf("retry after Retry-After: %d, want admitted", w.Code)
+	}
+}
+
+// An earlier layer that admitted a request but kept fewer units than the
+// request costs will refuse its retry: Retry-After waits for it, and its
+// t is not cut to the refusing layer's.
+func TestRetryAfterWaitsForALayerWithoutRoomForTheCost(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_699_999_980, 0)) // on a whole minute
+	perIP := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 5, Window: time.Minute})
+	perKey := clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 1, Window: 3 * time.Second})
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP, Weight: 2}, {Limiter: perKey}}})
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Fatalf("first request refused: %d", w.Code)
+	}
+	// per-ip admits the second (5 → 3 → 1) and per-key refuses it: a
+	// retry costs 2 at per-ip, which has 1 until its window ends.
+	w, ok := admit(t, p, request("203.0.113.7:1"))
+	if ok {
+		t.Fatal("second request admitted by a 1-per-3s log")
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "60" {
+		t.Errorf("Retry-After %q, want 60 (per-ip has 1 unit of the 2 a retry costs)", ra)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"per-ip";r=1;t=60, "per-key";r=0;t=3` {
+		t.Errorf("RateLimit %q", got)
+	}
+	clock.Advance(59 * time.Second)
+	if w, ok := admit(t, p, request("203.0.113.7:1")); ok || w.Code != http.StatusTooManyRequests {
+		t.Errorf("retry a second before Retry-After: %v %d, want 429", ok, w.Code)
+	}
+	clock.Advance(time.Second)
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Errorf("retry at Retry-After: %d %s, want admitted", w.Code, w.Body)
+	}
+}
+
+// An earlier concurrency layer's lease goes back when a later layer
+// refuses, so the retry finds its slot free: its reclaim time (LeaseTTL) is
+// not a wait, nor is a fail-open layer's.
+func TestRetryAfterIgnoresReleasedLeasesAndDegradedLayers(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_699_999_980, 0))
+	inflight := clocked(t, clock, algorithm.Concurrency{}, core.Policy{Name: "inflight", Limit: 1, Window: time.Minute})
+	open, err := core.New(core.Config{
+		Policy:    core.Policy{Name: "open", Limit: 1, Window: time.Hour},
+		Algorithm: algorithm.FixedWindow{},
+		Store:     downStore{},
+		Failure:   core.FailOpen,
+		Clock:     clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 1, Window: 3 * time.Second})
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: inflight}, {Limiter: open}, {Limiter: perKey}}})
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Fatalf("first request refused: %d", w.Code)
+	}
+	w, ok := admit(t, p, request("203.0.113.7:1"))
+	if ok {
+		t.Fatal("second request admitted by a 1-per-3s log")
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "3" {
+		t.Errorf("Retry-After %q, want 3", ra)
+	}
+	clock.Advance(3 * time.Second)
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Errorf("retry at Retry-After: %d %s, want admitted", w.Code, w.Body)
+	}
+}
+
+// downStore is a store whose server is gone.
+type downStore struct{}
+
+func (downStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	return &core.StoreError{Op: "update", Err: errors.New("connection refused")}
 }
 
 func TestSeconds(t *testing.T) {

@@ -152,8 +152,9 @@ func Problem(t testing.TB, r Response) nethttp.Problem {
 }
 
 // CheckDenied checks a 429 from policy: a whole, positive Retry-After no
-// earlier than any RateLimit t, and a quota-exceeded problem naming policy.
-// It returns Retry-After in seconds.
+// earlier than the t of any other rate layer left with r=0 (that layer
+// would refuse the retry until its reset), and a quota-exceeded problem
+// naming policy. It returns Retry-After in seconds.
 func CheckDenied(t testing.TB, r Response, policy string) int64 {
 	t.Helper()
 	if r.Status != http.StatusTooManyRequests {
@@ -164,9 +165,19 @@ func CheckDenied(t testing.TB, r Response, policy string) int64 {
 	if err != nil || ra < 1 {
 		t.Errorf("Retry-After %q, want whole seconds >= 1", r.Header.Get("Retry-After"))
 	}
+	pol := List(t, r.Header, "RateLimit-Policy")
 	for _, it := range CheckFields(t, r) {
+		if it.Name == policy {
+			continue // its own reset may come after the time its retry fits
+		}
+		if p, _ := Find(pol, it.Name); p.Params["qu"] == "concurrent-requests" {
+			continue // a refused request's leases are released at once
+		}
+		if rem, _ := it.Int("r"); rem != 0 {
+			continue
+		}
 		if v, _ := it.Int("t"); v > ra {
-			t.Errorf("RateLimit %q: t=%d is after Retry-After %d", it.Name, v, ra)
+			t.Errorf("RateLimit %q: r=0 until t=%d, after Retry-After %d: the retry would be refused", it.Name, v, ra)
 		}
 	}
 	if it, ok := Find(List(t, r.Header, "RateLimit"), policy); !ok {

@@ -85,6 +85,15 @@ func Window(t testing.TB, name string, limit int64, window time.Duration) *core.
 	return Limiter(t, algorithm.SlidingLog{}, core.Policy{Name: name, Limit: limit, Window: window})
 }
 
+// Clocked is Limiter with both the limiter and its memory store reading
+// clock, so a test moves time instead of sleeping.
+func Clocked(t testing.TB, clock core.Clock, alg core.Algorithm, p core.Policy) *core.Limiter {
+	t.Helper()
+	s := memory.New(&memory.Options{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	return newLimiter(t, core.Config{Policy: p, Algorithm: alg, Store: s, Clock: clock})
+}
+
 func newLimiter(t testing.TB, cfg core.Config) *core.Limiter {
 	t.Helper()
 	l, err := core.New(cfg)

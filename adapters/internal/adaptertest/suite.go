@@ -24,6 +24,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RouteKey", func(t *testing.T) { testRouteKey(t, h) })
 	t.Run("Cost", func(t *testing.T) { testCost(t, h) })
 	t.Run("Layers", func(t *testing.T) { testLayers(t, h) })
+	t.Run("LayeredRetryAfter", func(t *testing.T) { testLayeredRetryAfter(t, h) })
 	t.Run("FailClosed", func(t *testing.T) { testFailClosed(t, h) })
 	t.Run("FailOpen", func(t *testing.T) { testFailOpen(t, h) })
 	t.Run("ConcurrencyLease", func(t *testing.T) { testConcurrencyLease(t, h) })
