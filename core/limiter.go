@@ -164,13 +164,16 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
+// checkPrefix reports a Config.Prefix that would make keys ambiguous or
+// unbounded. Its errors match ErrInvalidPolicy, like every other mistake
+// in what a limiter enforces.
 func checkPrefix(prefix string) error {
 	if len(prefix) > MaxNameLen {
-		return fmt.Errorf("sluice: Config.Prefix must be at most %d characters, got %d", MaxNameLen, len(prefix))
+		return fmt.Errorf("%w: Config.Prefix must be at most %d characters, got %d", ErrInvalidPolicy, MaxNameLen, len(prefix))
 	}
 	for i := 0; i < len(prefix); i++ {
 		if c := prefix[i]; !nameByte(c) && c != ':' {
-			return fmt.Errorf("sluice: Config.Prefix may use only A-Z a-z 0-9 . _ - : (byte %d is %q)", i, c)
+			return fmt.Errorf("%w: Config.Prefix may use only A-Z a-z 0-9 . _ - : (byte %d is %q)", ErrInvalidPolicy, i, prefix[i:i+1])
 		}
 	}
 	return nil
