@@ -165,8 +165,8 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // checkPrefix reports a Config.Prefix that would make keys ambiguous or
-// unbounded. Its errors match ErrInvalidPolicy, like every other mistake
-// in what a limiter enforces.
+// unbounded. Its errors match ErrInvalidPolicy: the prefix names the keys
+// a policy is counted under, as the policy's own name does.
 func checkPrefix(prefix string) error {
 	if len(prefix) > MaxNameLen {
 		return fmt.Errorf("%w: Config.Prefix must be at most %d characters, got %d", ErrInvalidPolicy, MaxNameLen, len(prefix))
