@@ -281,3 +281,33 @@ func BenchmarkTimeNow(b *testing.B) {
 		sinkMicros += time.Now().UnixMicro()
 	}
 }
+
+// BenchmarkNewKeyInFullStore measures the dearest road through the store: a
+// new key arriving at a full shard, which evicts the key that expires
+// first among a few (100k identities cycle through 10k places, so every
+// one is new when it comes back).
+func BenchmarkNewKeyInFullStore(b *testing.B) {
+	s := New(&Options{MaxKeys: benchKeys / 10, SweepInterval: -1})
+	b.Cleanup(func() { s.Close() })
+	ks := make([]core.Key, benchKeys)
+	for i := range ks {
+		ks[i] = core.Key{Namespace: "sluice:bench", Identity: benchIDs[i]}
+	}
+	m := &benchMutation{now: time.Now().UnixMicro()}
+	for i := range ks {
+		if err := s.Update(context.Background(), ks[i], m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := s.Update(ctx, ks[i], m); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == benchKeys {
+			i = 0
+		}
+	}
+}

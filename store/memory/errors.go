@@ -3,18 +3,12 @@ package memory
 import "github.com/sluicehq/sluice/core"
 
 var (
-	// ErrFull is returned by Update for a new key when its shard holds its
-	// share of Options.MaxKeys live keys. It matches core.ErrUnavailable, so
-	// the Limiter's failure policy decides the request; no live key is ever
-	// evicted to make room.
-	ErrFull error = &storeError{"memory: store is full (Options.MaxKeys live keys); the new key is refused"}
 	// ErrClosed is returned by every call after Close. It matches
 	// core.ErrUnavailable.
 	ErrClosed error = &storeError{"memory: store is closed"}
 )
 
-// storeError is a static error, so that refusing a request allocates nothing
-// even under a flood.
+// storeError is a static error, so that refusing a call allocates nothing.
 type storeError struct{ msg string }
 
 func (e *storeError) Error() string { return e.msg }

@@ -24,7 +24,7 @@ func Example() {
 	for range 4 {
 		d, err := limiter.Allow(context.Background(), "203.0.113.7")
 		if err != nil {
-			panic(err) // the store is full, or closed: see memory.ErrFull
+			panic(err) // the store is closed: see memory.ErrClosed
 		}
 		fmt.Println(d.Allowed, d.Remaining)
 	}

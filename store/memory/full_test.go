@@ -3,48 +3,53 @@ package memory
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 )
 
-func TestFullStoreRefusesNewKeysOnly(t *testing.T) {
+// A full shard makes room for a new key by evicting the key that expires
+// first, and counts the eviction; the other keys keep deciding.
+func TestFullStoreEvictsTheKeyThatExpiresFirst(t *testing.T) {
 	clock := core.NewManualClock(epoch)
 	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 1, MaxKeys: 3})
-	ctx := context.Background()
-	for i := range 3 {
-		write(t, s, key(strconv.Itoa(i)), []byte{byte(i)}, time.Minute)
+	ttls := []time.Duration{2 * time.Minute, time.Minute, 3 * time.Minute}
+	for i, ttl := range ttls {
+		write(t, s, key(strconv.Itoa(i)), []byte{byte(i)}, ttl)
+	}
+	if n := s.Evictions(); n != 0 {
+		t.Fatalf("Evictions = %d before the store was full, want 0", n)
 	}
 
-	m := &put{next: []byte{9}, ttl: time.Minute}
-	err := s.Update(ctx, key("new"), m)
-	if !errors.Is(err, ErrFull) || !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("new key in a full store: %v, want ErrFull matching core.ErrUnavailable", err)
+	write(t, s, key("new"), []byte{9}, time.Minute)
+	if got := read(t, s, key("new")); !bytes.Equal(got, []byte{9}) {
+		t.Errorf("new key in a full store: state %v, want [9]", got)
 	}
-	if got := read(t, s, key("new")); got != nil {
-		t.Errorf("refused key reads %v, want absent", got)
+	if got := read(t, s, key("1")); got != nil {
+		t.Errorf("the key that expires first reads %v, want it evicted", got)
 	}
-
-	// Existing keys keep deciding; a new key that writes nothing (the read
-	// above) needs no room.
-	for i := range 3 {
-		write(t, s, key(strconv.Itoa(i)), []byte{byte(10 + i)}, time.Minute)
-		if got := read(t, s, key(strconv.Itoa(i))); !bytes.Equal(got, []byte{byte(10 + i)}) {
-			t.Errorf("key %d in a full store: state %v, want [%d]", i, got, 10+i)
+	for _, i := range []int{0, 2} {
+		if got := read(t, s, key(strconv.Itoa(i))); !bytes.Equal(got, []byte{byte(i)}) {
+			t.Errorf("key %d: state %v, want [%d] kept", i, got, i)
 		}
+	}
+	if n := s.Evictions(); n != 1 {
+		t.Errorf("Evictions = %d, want 1", n)
 	}
 	if n := s.Len(); n != 3 {
 		t.Errorf("Len = %d, want 3", n)
 	}
 
-	// Deleting a key makes room.
-	if err := s.Delete(ctx, key("0")); err != nil {
-		t.Fatal(err)
+	// Rewriting a key already held needs no room, and a read of a new key
+	// (which writes nothing) takes none.
+	write(t, s, key("0"), []byte{10}, time.Minute)
+	read(t, s, key("absent"))
+	if n := s.Evictions(); n != 1 {
+		t.Errorf("Evictions = %d after updates that needed no room, want 1", n)
 	}
-	write(t, s, key("new"), []byte{9}, time.Minute)
 }
 
 func TestFullStoreReclaimsExpiredKeys(t *testing.T) {
@@ -52,9 +57,6 @@ func TestFullStoreReclaimsExpiredKeys(t *testing.T) {
 	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 1, MaxKeys: 2})
 	write(t, s, key("short"), []byte{1}, time.Second)
 	write(t, s, key("long"), []byte{2}, time.Hour)
-	if err := s.Update(context.Background(), key("new"), &put{next: []byte{3}, ttl: time.Hour}); !errors.Is(err, ErrFull) {
-		t.Fatalf("before expiry: %v, want ErrFull", err)
-	}
 	clock.Advance(time.Second)
 	write(t, s, key("new"), []byte{3}, time.Hour) // takes the expired key's place
 	if got := read(t, s, key("long")); !bytes.Equal(got, []byte{2}) {
@@ -63,19 +65,25 @@ func TestFullStoreReclaimsExpiredKeys(t *testing.T) {
 	if got := stored(s); got != 2 {
 		t.Errorf("%d entries stored, want 2", got)
 	}
+	if n := s.Evictions(); n != 0 {
+		t.Errorf("Evictions = %d, want 0: an expired key is reclaimed, not evicted", n)
+	}
 	// An expired key that is written again keeps its own place: no room is
 	// needed for it.
 	clock.Advance(time.Hour)
 	write(t, s, key("long"), []byte{4}, time.Hour)
 	write(t, s, key("new"), []byte{5}, time.Hour)
+	if n := s.Evictions(); n != 0 {
+		t.Errorf("Evictions = %d, want 0", n)
+	}
 }
 
-// The reason a full store refuses instead of evicting: a flood of fresh
-// identities must never reset the counter of a key that is being limited.
+// A flood of fresh identities evicts each other, not the key of a client
+// that is being limited: a drained GCRA key expires last.
 func TestFloodOfNewKeysNeverResetsAnActiveKey(t *testing.T) {
 	clock := core.NewManualClock(epoch)
-	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, MaxKeys: 100})
-	l := newLimiter(t, s, counter{}, core.PerMinute("api", 5), clock)
+	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 1, MaxKeys: 100})
+	l := newLimiter(t, s, algorithm.GCRA{}, core.PerMinute("api", 5), clock)
 	ctx := context.Background()
 	for range 5 {
 		if d, err := l.Allow(ctx, "victim"); err != nil || !d.Allowed {
@@ -83,19 +91,12 @@ func TestFloodOfNewKeysNeverResetsAnActiveKey(t *testing.T) {
 		}
 	}
 
-	refused := 0
 	for i := range 10_000 {
 		d, err := l.Allow(ctx, "flood-"+strconv.Itoa(i))
-		switch {
-		case errors.Is(err, ErrFull) && errors.Is(err, core.ErrUnavailable):
-			refused++
-		case err != nil:
-			t.Fatalf("flood key %d: unexpected error %v", i, err)
-		case !d.Allowed:
-			t.Fatalf("flood key %d: a fresh key was denied: %+v", i, d)
+		if err != nil || !d.Allowed || d.Remaining != 4 {
+			t.Fatalf("flood key %d: %+v, %v; want a fresh key admitted with 4 remaining", i, d, err)
 		}
 		if i%1000 == 999 {
-			s.Sweep() // nothing has expired: a sweep must not make room
 			if d, err := l.Allow(ctx, "victim"); err != nil || d.Allowed || d.Remaining != 0 {
 				t.Fatalf("victim after %d flood keys: %+v, %v; want denied with 0 remaining", i+1, d, err)
 			}
@@ -104,30 +105,14 @@ func TestFloodOfNewKeysNeverResetsAnActiveKey(t *testing.T) {
 	if n := s.Len(); n != 100 {
 		t.Errorf("Len = %d, want 100 (MaxKeys)", n)
 	}
-	if refused != 10_000-99 {
-		t.Errorf("%d flood keys refused, want %d", refused, 10_000-99)
+	if n, want := s.Evictions(), uint64(10_000-99); n != want {
+		t.Errorf("Evictions = %d, want %d", n, want)
 	}
 
-	// Once the window is over, the victim's key expires like any other.
+	// Once its debt is paid, the victim's key expires like any other.
 	clock.Advance(time.Minute)
 	if d, err := l.Allow(ctx, "victim"); err != nil || !d.Allowed || d.Remaining != 4 {
-		t.Fatalf("victim in the next window: %+v, %v; want allowed with 4 remaining", d, err)
-	}
-}
-
-// The failure policy, not the store, decides what a refused key gets.
-func TestFullStoreUnderFailOpen(t *testing.T) {
-	s := newStore(t, &Options{SweepInterval: -1, Shards: 1, MaxKeys: 1})
-	l, err := core.New(core.Config{Policy: core.PerMinute("api", 5), Algorithm: counter{}, Store: s, Failure: core.FailOpen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if d, err := l.Allow(ctx, "a"); err != nil || !d.Allowed || d.Degraded {
-		t.Fatalf("first key: %+v, %v", d, err)
-	}
-	if d, err := l.Allow(ctx, "b"); err != nil || !d.Allowed || !d.Degraded {
-		t.Fatalf("key refused by a full store under FailOpen: %+v, %v; want a degraded admission", d, err)
+		t.Fatalf("victim a minute later: %+v, %v; want allowed with 4 remaining", d, err)
 	}
 }
 
@@ -135,19 +120,16 @@ func TestFullStoreUnderFailOpen(t *testing.T) {
 func TestMaxKeysBoundsTheWholeStore(t *testing.T) {
 	for _, maxKeys := range []int{1, 7, 1000} {
 		s := newStore(t, &Options{SweepInterval: -1, MaxKeys: maxKeys})
-		admitted := 0
+		// 100 keys per slot fill every shard but with a vanishing chance;
+		// from then on each new key evicts one.
 		for i := range 100 * maxKeys {
-			err := s.Update(context.Background(), key(strconv.Itoa(i)), &put{next: []byte{1}, ttl: time.Hour})
-			switch {
-			case err == nil:
-				admitted++
-			case !errors.Is(err, ErrFull):
-				t.Fatalf("MaxKeys %d: %v", maxKeys, err)
-			}
+			write(t, s, key(strconv.Itoa(i)), []byte{1}, time.Hour)
 		}
-		// 100 keys per slot fill every shard but with a vanishing chance.
-		if admitted != maxKeys || s.Len() != maxKeys {
-			t.Errorf("MaxKeys %d: %d keys admitted, Len %d; want %d", maxKeys, admitted, s.Len(), maxKeys)
+		if n := s.Len(); n != maxKeys {
+			t.Errorf("MaxKeys %d: Len %d after %d keys", maxKeys, n, 100*maxKeys)
+		}
+		if n, want := s.Evictions(), uint64(99*maxKeys); n != want {
+			t.Errorf("MaxKeys %d: Evictions = %d, want %d", maxKeys, n, want)
 		}
 	}
 }

@@ -19,10 +19,10 @@ const (
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
 	// MaxKeys bounds the number of keys held. It is split evenly across the
-	// shards, and a shard that holds its share refuses a new key with
-	// ErrFull (see the package doc), so the store may refuse a new key a
-	// little before it holds MaxKeys in all. Zero or negative means
-	// DefaultMaxKeys (1,000,000).
+	// shards, and a shard that holds its share evicts a key, the one that
+	// expires first among a few, to make room for a new one (see the
+	// package doc), so the store may evict a little before it holds
+	// MaxKeys in all. Zero or negative means DefaultMaxKeys (1,000,000).
 	MaxKeys int
 	// Shards is the number of independently locked parts of the store,
 	// rounded up to a power of two and capped at MaxShards; when MaxKeys is
@@ -33,8 +33,8 @@ type Options struct {
 	Shards int
 	// SweepInterval is how often the background sweeper deletes expired
 	// keys. Zero means DefaultSweepInterval (1 minute); negative means no
-	// sweeper (expired keys then still read as absent, and are deleted when
-	// their shard is full or by Sweep).
+	// sweeper (expired keys then still read as absent, and are deleted as
+	// new keys arrive in their shard, or by Sweep).
 	SweepInterval time.Duration
 	// Clock is read by sweeps, Len, and updates whose mutation carries no
 	// time (a Limiter's always does: see the package doc). It must be the

@@ -16,6 +16,8 @@ type shardData struct {
 	// nothing. An update lowers it; only a sweep raises it, to the exact
 	// minimum.
 	next int64
+	// evictions counts the live keys evicted to make room (Evictions).
+	evictions uint64
 }
 
 // shard is padded to a cache line so that two shards' locks never share one.
@@ -27,6 +29,22 @@ type shard struct {
 func (sh *shard) init(limit int) {
 	sh.limit = limit
 	sh.next = math.MaxInt64
+}
+
+// makeRoom prepares sh for a new key at now, in bounded work: it reclaims
+// expired slots from the table's hand (reclaimSteps of them; none while no
+// key can have expired), and, when the shard still holds its limit, evicts
+// the key that expires first among a few (table.evict), counting it when
+// it was live. So a full shard never refuses a key. The caller holds sh.mu.
+func (sh *shard) makeRoom(now int64) {
+	if now >= sh.next {
+		sh.t.reclaim(now, reclaimSteps)
+	}
+	if sh.t.count >= sh.limit {
+		if sh.t.evict() > now {
+			sh.evictions++
+		}
+	}
 }
 
 // sweep deletes the expired keys of sh and returns how many it deleted. The

@@ -80,11 +80,11 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 // algorithm's TTL was computed on, and the store reads no clock on the
 // decision path; otherwise it is Options.Clock.
 //
-// Errors, all matching core.ErrUnavailable, with nothing written: ErrFull
-// when Apply returns a state for a new key and the key's shard is full of
-// live keys (live keys are never evicted: see the package doc); ErrClosed
-// after Close. ctx is not consulted: the call never waits for anything but
-// the shard lock.
+// A new key never finds the store full: when its shard holds its share of
+// Options.MaxKeys, the key that expires first among a few is evicted to
+// make room (see the package doc). The only error is ErrClosed, after
+// Close, with nothing written. ctx is not consulted: the call never waits
+// for anything but the shard lock.
 func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
 	var now int64
 	if t, ok := m.(core.Timed); ok {
@@ -136,12 +136,7 @@ func (sh *shard) commit(k mapKey, sl *slot, now int64, next []byte, ttl time.Dur
 		return nil
 	}
 	if sl == nil {
-		// Only expired keys may make room; a live one is never evicted.
-		if sh.t.count >= sh.limit {
-			if sh.sweep(now); sh.t.count >= sh.limit {
-				return ErrFull
-			}
-		}
+		sh.makeRoom(now)
 		sl = sh.t.insert(k)
 	}
 	sl.setState(next)
@@ -208,6 +203,21 @@ func (s *Store) Delete(_ context.Context, key core.Key) error {
 	}
 	sh.t.remove(k)
 	return nil
+}
+
+// Evictions returns how many live (unexpired) keys have been evicted to
+// make room for new ones since the store was created (see the package doc:
+// each can have admitted up to one more quota). Expired keys reclaimed are
+// not counted. Like Len it locks one shard at a time; it is for metrics.
+func (s *Store) Evictions() uint64 {
+	var n uint64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.evictions
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // Len returns the number of live (unexpired) keys: 0 after Close. It locks

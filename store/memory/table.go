@@ -18,7 +18,27 @@ type table struct {
 	slots []slot // nil until the first insert
 	mask  uint64
 	count int
+	// hand is the next slot that reclaim and evict look at: a clock hand
+	// that goes round the table, so that their work per insert is bounded
+	// and, over time, every slot is looked at.
+	hand uint64
 }
+
+const (
+	// reclaimSteps is how many slots each insert of a new key looks at
+	// (from the hand), deleting the expired ones among them. With the load
+	// at most 3/4, expired keys then take at most about a third as many
+	// entries as live ones in a stream of short-lived keys, at the cost of
+	// a few sequential cache lines per new key.
+	reclaimSteps = 8
+	// evictSamples is how many used slots evict compares, as Redis's
+	// approximated LRU samples five keys: the key that expires first among
+	// them makes room.
+	evictSamples = 5
+	// evictProbes bounds the slots evict looks at to find its samples; it
+	// looks further only until it has found one key.
+	evictProbes = 4 * evictSamples
+)
 
 // inlineCap is the longest state a slot holds in place.
 const inlineCap = 31
@@ -138,7 +158,7 @@ func (t *table) deleteAt(i uint64) {
 // resize moves every key into a new array of n slots (a power of two).
 func (t *table) resize(n int) {
 	old := t.slots
-	t.slots, t.mask = make([]slot, n), uint64(n-1)
+	t.slots, t.mask, t.hand = make([]slot, n), uint64(n-1), 0
 	for i := range old {
 		if s := &old[i]; s.used() {
 			j, _ := t.lookup(s.key)
@@ -147,10 +167,73 @@ func (t *table) resize(n int) {
 	}
 }
 
+// reclaim looks at up to steps slots from the hand and deletes the ones
+// expired at now, then shrinks a table left mostly empty (see shrink). It
+// returns how many it deleted. Its cost is bounded by steps, whatever the
+// table holds.
+func (t *table) reclaim(now int64, steps int) int {
+	if t.slots == nil {
+		return 0
+	}
+	removed := 0
+	for range steps {
+		i := t.hand & t.mask
+		if s := &t.slots[i]; s.used() && now >= s.expires {
+			t.deleteAt(i)
+			removed++
+			continue // a later slot may have moved into i: look at it next
+		}
+		t.hand = (i + 1) & t.mask
+	}
+	if removed > 0 {
+		t.shrink()
+	}
+	return removed
+}
+
+// evict deletes one key to make room, the one that expires first among up
+// to evictSamples used slots from the hand, and returns its expiry. The
+// table must hold a key. It looks at evictProbes slots at most, unless it
+// has found no key among them.
+func (t *table) evict() int64 {
+	var victim uint64
+	best, found := int64(0), 0
+	i := t.hand & t.mask
+	for probes := 0; found < evictSamples && (probes < evictProbes || found == 0); probes++ {
+		if s := &t.slots[i]; s.used() {
+			if found == 0 || s.expires < best {
+				victim, best = i, s.expires
+			}
+			found++
+		}
+		i = (i + 1) & t.mask
+	}
+	t.hand = i
+	t.deleteAt(victim)
+	return best
+}
+
+// shrink halves a table below 1/8 load until it is at most half full (an
+// empty one is dropped), so that the memory a flood of keys took comes back.
+// Growth at 3/4 and shrinking at 1/8 leave at least n/4 inserts or n/8
+// deletions between two resizes of n slots, so both cost O(1) per change,
+// amortized.
+func (t *table) shrink() {
+	switch {
+	case t.count == 0:
+		t.slots, t.mask, t.hand = nil, 0, 0
+	case len(t.slots) > minSlots && t.count*8 < len(t.slots):
+		n := minSlots
+		for n < 2*t.count {
+			n *= 2
+		}
+		t.resize(n)
+	}
+}
+
 // sweep deletes every slot expired at now and returns how many it deleted
-// and the earliest expiry left (MaxInt64 when none). A table left at under
-// 1/8 load is shrunk to at most 1/2 (an empty one is dropped), so that the
-// memory a flood of keys took comes back.
+// and the earliest expiry left (MaxInt64 when none), then shrinks a table
+// left mostly empty (see shrink).
 func (t *table) sweep(now int64) (removed int, next int64) {
 	next = 1<<63 - 1
 	for i := uint64(0); i < uint64(len(t.slots)); {
@@ -165,15 +248,6 @@ func (t *table) sweep(now int64) (removed int, next int64) {
 		}
 		i++
 	}
-	switch {
-	case t.count == 0:
-		t.slots, t.mask = nil, 0
-	case len(t.slots) > minSlots && t.count*8 < len(t.slots):
-		n := minSlots
-		for n < 2*t.count {
-			n *= 2
-		}
-		t.resize(n)
-	}
+	t.shrink()
 	return removed, next
 }

@@ -78,7 +78,7 @@ func TestTableAgainstAMap(t *testing.T) {
 	ids := 0
 	var keys []mapKey
 	for step := range 3_000 {
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(12); {
 		case op < 4 && len(model) < 300: // insert a new key
 			k := tableKey(ids, tableHomes[rng.IntN(len(tableHomes))])
 			ids++
@@ -115,6 +115,38 @@ func TestTableAgainstAMap(t *testing.T) {
 			k := keys[rng.IntN(len(keys))]
 			tb.remove(k)
 			delete(model, k)
+		case op == 10 && tb.count > 0: // evict one key
+			before := tb.count
+			expires := tb.evict()
+			var gone []mapKey
+			for k, e := range model {
+				if tb.find(k) == nil {
+					gone = append(gone, k)
+					if e.expires != expires {
+						t.Fatalf("step %d: evicted a key expiring at %d, evict said %d", step, e.expires, expires)
+					}
+				}
+			}
+			if len(gone) != 1 || tb.count != before-1 {
+				t.Fatalf("step %d: evict removed %d keys (count %d -> %d), want 1", step, len(gone), before, tb.count)
+			}
+			delete(model, gone[0])
+		case op == 11: // reclaim from the hand
+			now := int64(rng.IntN(60))
+			removed := tb.reclaim(now, reclaimSteps)
+			n := 0
+			for k, e := range model {
+				if tb.find(k) == nil {
+					if now < e.expires {
+						t.Fatalf("step %d: reclaim at %d deleted a key expiring at %d", step, now, e.expires)
+					}
+					delete(model, k)
+					n++
+				}
+			}
+			if n != removed || removed > reclaimSteps {
+				t.Fatalf("step %d: reclaim said %d removed, %d are gone (at most %d)", step, removed, n, reclaimSteps)
+			}
 		case op < 9: // sweep
 			now := int64(rng.IntN(60))
 			wantRemoved, wantNext := 0, int64(1<<63-1)
