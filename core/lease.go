@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
 
 // Lease is one slot of a concurrency limit, held from Acquire until Release
 // (or until the policy's LeaseTTL, if the holder crashes and never releases).
+//
+// A slot taken by an Acquire whose outcome is unknown (its error matches
+// ErrOutcomeUnknown: the store may have run it, but the reply was lost) is
+// given back by the Limiter itself, in the background; see Acquire for the
+// bound.
 type Lease struct {
 	l        *Limiter
 	key      Key
@@ -27,6 +33,21 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // out (a release may free a slot sooner). Errors as for AllowN. When the
 // failure policy admits (fail open), the Lease is degraded and its Release
 // does nothing; with FailFallback, the fallback limiter's lease is returned.
+//
+// When the store's error matches ErrOutcomeUnknown, the store may hold a
+// slot under the lease id that nobody was given. Whatever the failure policy
+// (and also when the caller's context ended), Acquire then releases that id
+// in the background, as Release would (releasing an id the store does not
+// hold changes nothing): at most 5 attempts, each under
+// a fresh deadline of Config.Timeout (DefaultTimeout when the limiter has
+// none), the first at once, the next after a jittered backoff of half to all
+// of 1, 2, 4, 8 × that deadline, stopping at the first that succeeds. The
+// goroutine ends by itself within 20 × that deadline (2 s at the default
+// 100 ms) after Acquire returned. So once the store
+// answers again within that window, the slot is free right after it does
+// (a release sent during a stall runs when the stall ends); only a store
+// unreachable for the whole window leaves the slot to LeaseTTL. The
+// Observer hears one "release" event for it, with the last attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
 		return nil, Decision{}, fmt.Errorf("%w: %s does not hold leases; use Allow", ErrUnsupported, l.alg.Name())
@@ -41,6 +62,9 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 	key := Key{Namespace: l.ns, Identity: identity}
 	id := newLeaseID()
 	d, storeErr := l.do(ctx, key, OpTake, 1, id)
+	if storeErr != nil && errors.Is(storeErr, ErrOutcomeUnknown) {
+		l.releaseOrphan(key, id)
+	}
 	err := storeErr
 	var lease *Lease
 	switch {
@@ -107,4 +131,53 @@ func (ls *Lease) Release(ctx context.Context) error {
 		err = &StoreError{Op: "release", Err: err}
 	}
 	return err
+}
+
+// The bounds of the background release of a lease whose Acquire had an
+// unknown outcome (see Limiter.Acquire).
+const (
+	// orphanAttempts is the most release attempts for one such lease.
+	orphanAttempts = 5
+	// orphanWindow bounds, in attempt deadlines, how long the attempts and
+	// their backoffs last: 5 deadlines and at most 1+2+4+8 of backoff.
+	orphanWindow = orphanAttempts + 1 + 2 + 4 + 8
+)
+
+// orphansRunning counts the background releases still running (for tests).
+var orphansRunning atomic.Int64
+
+// releaseOrphan releases lease id of key in the background, within the
+// bounds above. Release is idempotent, so an attempt whose own outcome is
+// unknown is simply tried again.
+func (l *Limiter) releaseOrphan(key Key, id uint64) {
+	wait := l.cfg.Timeout
+	if wait <= 0 {
+		wait = DefaultTimeout
+	}
+	orphansRunning.Add(1)
+	go func() {
+		defer orphansRunning.Add(-1)
+		start := time.Now()
+		var err error
+		for attempt := range orphanAttempts {
+			if attempt > 0 {
+				// Half to all of 1, 2, 4, 8 deadlines: jittered, so that the
+				// releases of one stall do not return together.
+				b := wait << (attempt - 1)
+				time.Sleep(b/2 + rand.N(b/2+1))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			_, err = l.do(ctx, key, OpRelease, 1, id)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+		if l.cfg.Observer != nil {
+			if err != nil && !errors.Is(err, ErrUnavailable) {
+				err = &StoreError{Op: "release", Err: err}
+			}
+			l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
+		}
+	}()
 }

@@ -1,0 +1,135 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// lossyStore runs every update on a mapStore, but loses the reply of the
+// first lostTakes acquires (the slot is taken, the caller hears "outcome
+// unknown") and fails the first failReleases releases outright.
+type lossyStore struct {
+	*mapStore
+	lostTakes    atomic.Int64
+	failReleases atomic.Int64
+	releases     atomic.Int64
+}
+
+func (s *lossyStore) Update(ctx context.Context, key Key, m Mutation) error {
+	release := m.(*mutation).op == OpRelease
+	if release {
+		s.releases.Add(1)
+		if s.failReleases.Add(-1) >= 0 {
+			return UnknownOutcome(errors.New("release reply lost"))
+		}
+	}
+	if err := s.mapStore.Update(ctx, key, m); err != nil {
+		return err
+	}
+	if !release && s.lostTakes.Add(-1) >= 0 {
+		return UnknownOutcome(errors.New("acquire reply lost"))
+	}
+	return nil
+}
+
+// waitOrphans waits until no background release runs, at most within the
+// bound Acquire documents (plus a margin for a loaded machine).
+func waitOrphans(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(orphanWindow*timeout + 2*time.Second)
+	for orphansRunning.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d background releases still run after %s", orphansRunning.Load(), orphanWindow*timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestAcquireUnknownOutcomeReleases: an Acquire whose reply was lost took a
+// slot; under every failure mode the limiter gives it back, so the limit is
+// whole again at once instead of after LeaseTTL.
+func TestAcquireUnknownOutcomeReleases(t *testing.T) {
+	p := Policy{Name: "jobs", Limit: 1, Window: time.Hour}
+	for _, mode := range []FailureMode{FailClosed, FailOpen, FailFallback} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := &lossyStore{mapStore: newMapStore()}
+			s.lostTakes.Store(1)
+			var events sync.Map
+			cfg := Config{Policy: p, Algorithm: slots{}, Store: s, Failure: mode, Timeout: 20 * time.Millisecond,
+				Observer: func(e Event) { events.Store(e.Op, e) }}
+			if mode == FailFallback {
+				cfg.Fallback = newTestLimiter(t, Config{Policy: p, Algorithm: slots{}, Store: newMapStore()})
+			}
+			l := newTestLimiter(t, cfg)
+			ctx := context.Background()
+			ls, _, err := l.Acquire(ctx, "k")
+			if (mode == FailClosed) != errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("Acquire error = %v", err)
+			}
+			if mode != FailClosed {
+				defer ls.Release(ctx)
+			}
+			waitOrphans(t, cfg.Timeout)
+			if s.keys() != 1 || len(s.m) == 1 && len(s.m[l.Key("k").String()]) != 0 {
+				t.Fatalf("the lost lease is still held: %d bytes", len(s.m[l.Key("k").String()]))
+			}
+			ls2, d, err := l.Acquire(ctx, "k")
+			if err != nil || !d.Allowed {
+				t.Fatalf("Acquire after the lost one = %+v, %v; want the slot free again", d, err)
+			}
+			_ = ls2.Release(ctx)
+			if e, ok := events.Load("release"); !ok || e.(Event).Err != nil {
+				t.Fatalf("observer heard release event %v, %v; want one with no error", e, ok)
+			}
+		})
+	}
+}
+
+// TestAcquireUnknownOutcomeReleaseBounded: a release that keeps failing is
+// tried a bounded number of times, and the goroutine ends by itself.
+func TestAcquireUnknownOutcomeReleaseBounded(t *testing.T) {
+	s := &lossyStore{mapStore: newMapStore()}
+	s.lostTakes.Store(1)
+	s.failReleases.Store(1 << 30)
+	var last atomic.Value
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s,
+		Timeout: 10 * time.Millisecond, Observer: func(e Event) {
+			if e.Op == "release" {
+				last.Store(e)
+			}
+		}})
+	start := time.Now()
+	if _, _, err := l.Acquire(context.Background(), "k"); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("Acquire error = %v, want ErrOutcomeUnknown", err)
+	}
+	waitOrphans(t, 10*time.Millisecond)
+	if got := s.releases.Load(); got != orphanAttempts {
+		t.Fatalf("%d release attempts, want %d", got, orphanAttempts)
+	}
+	if el := time.Since(start); el > orphanWindow*10*time.Millisecond+time.Second {
+		t.Fatalf("background release ran for %s", el)
+	}
+	e, _ := last.Load().(Event)
+	if !errors.Is(e.Err, ErrUnavailable) {
+		t.Fatalf("observer heard %+v; want the last attempt's error", e)
+	}
+}
+
+// TestAcquireKnownFailureReleasesNothing: an error that proves nothing ran
+// sends no release.
+func TestAcquireKnownFailureReleasesNothing(t *testing.T) {
+	s := newMapStore()
+	s.err = &StoreError{Op: "update", Err: errors.New("connection refused")}
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s})
+	if _, _, err := l.Acquire(context.Background(), "k"); err == nil {
+		t.Fatal("Acquire succeeded on a failing store")
+	}
+	waitOrphans(t, DefaultTimeout)
+	if s.updates != 1 {
+		t.Fatalf("%d store calls, want 1 (no release)", s.updates)
+	}
+}
