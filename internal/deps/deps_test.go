@@ -91,7 +91,7 @@ import (
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
-var _ core.Store = (*sredis.Store)(nil)
+var _ = core.Config{Store: (*sredis.Store)(nil)}
 
 func main() {}
 `,
