@@ -1,0 +1,108 @@
+package valkey_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/valkey"
+)
+
+// TestAcquireStallFreesSlots: the server stalls 300 ms (DEBUG SLEEP 0.3)
+// under a 50 ms Timeout, so both Acquires of a limit of 2 end with an
+// unknown outcome, yet both scripts run when the stall ends. The limiter
+// must give those leases back: both slots are free again soon after the
+// stall (within the bound Limiter.Acquire states: 20 attempt deadlines, 1 s
+// here), not after LeaseTTL (a minute). Under every failure mode.
+func TestAcquireStallFreesSlots(t *testing.T) {
+	srv := startServer(t)
+	for _, mode := range []core.FailureMode{core.FailClosed, core.FailOpen, core.FailFallback} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := valkey.New(srv.client(t), nil)
+			t.Cleanup(func() { _ = s.Close() })
+			p := core.Policy{Name: "stall-" + mode.String(), Limit: 2, Window: time.Minute, LeaseTTL: time.Minute}
+			cfg := core.Config{Policy: p, Algorithm: algorithm.Concurrency{}, Store: s, Timeout: 50 * time.Millisecond, Failure: mode}
+			if mode == core.FailFallback {
+				fb, err := core.New(core.Config{Policy: p, Algorithm: algorithm.Concurrency{}, Store: memory.New(nil)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Fallback = fb
+			}
+			lim, err := core.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			id := "stalled-" + t.Name()
+			key := lim.Key(id).String()
+			admin := srv.admin
+			t.Cleanup(func() { admin.Do(context.Background(), admin.B().Del().Key(key).Build()) })
+
+			ls, d, err := lim.Acquire(ctx, id) // the script is cached, the connection open
+			if err != nil || !d.Allowed {
+				t.Fatalf("warm-up Acquire = %+v, %v", d, err)
+			}
+			if err := ls.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			stalled := make(chan error, 1)
+			go func() {
+				stalled <- admin.Do(context.Background(), admin.B().Arbitrary("DEBUG", "SLEEP", "0.3").Build()).Error()
+			}()
+			time.Sleep(30 * time.Millisecond) // the DEBUG SLEEP has reached the server
+
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var ls *core.Lease
+					ls, _, errs[i] = lim.Acquire(ctx, id)
+					if errs[i] == nil {
+						_ = ls.Release(ctx) // degraded, or the fallback's
+					}
+				}()
+			}
+			wg.Wait()
+			if err := <-stalled; err != nil {
+				t.Fatalf("DEBUG SLEEP: %v", err)
+			}
+			ended := time.Now()
+			for i, err := range errs {
+				if mode == core.FailClosed && !errors.Is(err, core.ErrOutcomeUnknown) {
+					t.Fatalf("Acquire %d during the stall: %v; want an unknown outcome", i, err)
+				}
+				if mode != core.FailClosed && err != nil {
+					t.Fatalf("Acquire %d during the stall: %v; the failure policy should decide", i, err)
+				}
+			}
+
+			const bound = 20 * 50 * time.Millisecond
+			for {
+				a, da, erra := lim.Acquire(ctx, id)
+				b, db, errb := lim.Acquire(ctx, id)
+				free := erra == nil && errb == nil && da.Allowed && db.Allowed && !da.Degraded && !db.Degraded
+				_ = a.Release(ctx)
+				_ = b.Release(ctx)
+				if free {
+					t.Logf("both slots free %s after the stall ended", time.Since(ended).Round(time.Millisecond))
+					return
+				}
+				if time.Since(ended) > bound+2*time.Second { // a margin for a loaded machine
+					n, _ := admin.Do(ctx, admin.B().Zcard().Key(key).Build()).AsInt64()
+					t.Fatalf("%s after the stall, the limit is still held (%d leases in the store; LeaseTTL is %s)",
+						time.Since(ended).Round(time.Millisecond), n, p.LeaseTTL)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
