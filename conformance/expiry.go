@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -13,7 +14,12 @@ import (
 var expiryGrace = 6 * time.Second
 
 // checkExpiry (with an Inspector): a key written with a short TTL exists
-// while its TTL runs, and is gone some time after. The wait is bounded by
+// while its TTL runs, and is gone some time after; then a decision on the
+// expired key gets a fresh quota (the Go step's decision on no state), and
+// its admission writes the key again. Gone is not enough: a store whose
+// expired entries linger where a new key's write cannot replace them (an
+// INSERT that does nothing on conflict) hides them from Exists, yet fails
+// or forgets every decision after the first expiry. The wait is bounded by
 // the TTL rounded up to a second (Memcached's granularity) plus a few
 // seconds; a store that passes ends it as soon as its keys are gone. Keys of
 // every algorithm wait together.
@@ -31,6 +37,9 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 		key core.Key
 		ttl time.Duration
 		at  time.Time
+		e   *env
+		l   *core.Limiter
+		id  string
 	}
 	var keys []written
 	var longest time.Duration
@@ -64,7 +73,7 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 		if !found && time.Since(start) < ttl-slack {
 			t.Errorf("%s: an admission wrote no key (or one that expired before its TTL of %v)", alg.Name(), ttl)
 		}
-		keys = append(keys, written{alg.Name(), l.Key(id), ttl, start})
+		keys = append(keys, written{alg.Name(), l.Key(id), ttl, start, e, l, id})
 		longest = max(longest, ttl)
 	}
 	deadline := time.Now().Add(longest.Truncate(time.Second) + expiryGrace)
@@ -77,6 +86,8 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 			}
 			if found {
 				live = append(live, k)
+			} else {
+				checkRewrite(t, insp, &p, k.e, k.l, k.id, k.ttl)
 			}
 		}
 		keys = live
@@ -87,5 +98,42 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkRewrite decides once on id, whose key has just expired: the store
+// must start it fresh, decide as the Go step does on no state, and keep
+// what the admission wrote (checked with the Inspector, as for the first
+// write, where the TTL is long enough to see it).
+func checkRewrite(t testing.TB, insp Inspector, p *core.Policy, e *env, l *core.Limiter, id string, ttl time.Duration) {
+	t.Helper()
+	const slack = 50 * time.Millisecond
+	name := e.alg.Name()
+	start := time.Now()
+	want := e.fresh(*p, start, 1)
+	var d core.Decision
+	var err error
+	if e.leaser != nil {
+		var ls *core.Lease
+		if ls, d, err = l.Acquire(t.Context(), id); ls != nil {
+			defer func() { _ = ls.Release(context.Background()) }()
+		}
+	} else {
+		d, err = l.Allow(t.Context(), id)
+	}
+	if err != nil {
+		t.Errorf("%s: a decision after its key expired failed: %v (the store must rewrite an expired key)", name, err)
+		return
+	}
+	if !d.Allowed || d.Remaining != want.Remaining {
+		t.Errorf("%s: a decision after its key expired got %+v; want a fresh quota, %+v", name, d, want)
+		return
+	}
+	found, err := insp.Exists(t.Context(), l.Key(id))
+	if err != nil {
+		t.Fatalf("%s: Exists: %v", name, err)
+	}
+	if !found && time.Since(start) < ttl-slack {
+		t.Errorf("%s: an admission after its key expired wrote no key (the store must rewrite an expired key)", name)
 	}
 }
