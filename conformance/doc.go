@@ -37,7 +37,9 @@
 //
 // The harness declares what the store can do (Capabilities) instead of the
 // suite guessing: whether it runs scripts, which algorithms it is meant for,
-// how far apart its fleet's clocks may be. A harness that can read the
+// how far apart its fleet's clocks may be (ClockSkew), or that they cannot
+// be apart (OneClock); a harness that says neither fails. A check that does
+// not apply runs as a subtest that skips, saying why. A harness that can read the
 // backend directly also implements Inspector, which lets the suite check
 // that nothing was written, that Reset deleted, and that keys expire.
 //
@@ -64,9 +66,18 @@
 //     arrive out of order more strictly (GCRA, leaky bucket); it never
 //     exceeds what the Go step admits between the run's first and last
 //     instant.
-//   - AdmissionSkewedFleet (when Capabilities.ClockSkew > 0): half the fleet
+//   - AdmissionSkewedFleet (unless Capabilities.OneClock): half the fleet
 //     runs ClockSkew ahead; the count never exceeds what the Go step admits
 //     for calls at those two instants in any order.
+//   - FastClock (the generic path): one instance runs an hour ahead, far
+//     beyond any declared skew, and admits once; from the next decision of a
+//     correct instance on, the correct instances get their whole quota back
+//     within the store's ClockSkew plus the time the policy needs to
+//     recover from a full drain (2·Window + Burst·Interval + MaxDelay +
+//     LeaseTTL, a few minutes here), never only when real time catches up
+//     with the fast clock. A store passes by declaring its skew
+//     (core.ClockSkewer), so that the Limiter clamps what it reads
+//     (core.Clamper).
 //   - InFlight, InFlightNoClock, LeaseReclaim (the concurrency algorithm):
 //     workers on every instance Acquire, hold and Release; an atomic count
 //     of the leases held never exceeds the limit; released slots are reused;

@@ -28,8 +28,9 @@ type Harness interface {
 }
 
 // Capabilities is what a Harness declares about its store. The zero value
-// means: every algorithm, the generic read-modify-write path only, no
-// skewed-fleet check.
+// means: every algorithm, the generic read-modify-write path only, and
+// nothing said about clocks, which the Capabilities check fails: a harness
+// declares either ClockSkew or OneClock.
 type Capabilities struct {
 	// Algorithms are the algorithms the store is meant to run. Nil means
 	// all seven of package algorithm. A store author who adds an algorithm
@@ -49,8 +50,17 @@ type Capabilities struct {
 	// positive, the suite adds a check in which half of the fleet's
 	// instances run ClockSkew ahead of the other half, and the count
 	// admitted must not exceed the most that the algorithm's Go step admits
-	// for calls at those two instants in any order. Zero skips that check.
+	// for calls at those two instants in any order. A harness that declares
+	// no ClockSkew must declare OneClock instead.
 	ClockSkew time.Duration
+	// OneClock declares that every instance of the store decides by one
+	// clock, so that the fleet's clocks cannot disagree: an in-process
+	// store, whose Limiters all read the one process's clock. The suite
+	// then skips AdmissionSkewedFleet, saying so, and ClockSkew must be
+	// zero. A store shared over a network is not OneClock even when each
+	// decision reads the server's clock, since its generic path decides on
+	// each instance's clock. FastClock runs either way.
+	OneClock bool
 }
 
 // Inspector is implemented by harnesses that can look into the backend

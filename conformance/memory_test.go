@@ -13,7 +13,7 @@ type memoryHarness struct{ s *memory.Store }
 
 func (h memoryHarness) NewStore(testing.TB) core.Store { return h.s }
 
-func (memoryHarness) Capabilities() Capabilities { return Capabilities{} }
+func (memoryHarness) Capabilities() Capabilities { return Capabilities{OneClock: true} }
 
 // TestMemoryStore is the suite against store/memory: besides the reference
 // stores of this package's tests, a real store the suite did not write.

@@ -45,9 +45,12 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 					}
 					e := newEnv(t, newHarness(t), alg, script)
 					for _, c := range checks {
-						if c.applies(alg, caps) {
-							t.Run(c.name, func(t *testing.T) { c.fn(t, e) })
+						if why := c.skip(alg, caps, script); why != "" {
+							// Named, so that a report can say why it did not run.
+							t.Run(c.name, func(t *testing.T) { t.Skip(why) })
+							continue
 						}
+						t.Run(c.name, func(t *testing.T) { c.fn(t, e) })
 					}
 				})
 			}
@@ -56,23 +59,46 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 }
 
-// check is one leaf of the suite.
+// check is one leaf of the suite. skip says why the check does not apply
+// to an algorithm on a path ("" when it does); the check then runs as a
+// subtest that skips with that reason, so that every report can say it.
 type check struct {
-	name    string
-	applies func(core.Algorithm, Capabilities) bool
-	fn      func(testing.TB, *env)
+	name string
+	skip func(a core.Algorithm, c Capabilities, script bool) string
+	fn   func(testing.TB, *env)
 }
 
-func always(core.Algorithm, Capabilities) bool { return true }
+func always(core.Algorithm, Capabilities, bool) string { return "" }
 
-func isLeaser(a core.Algorithm, _ Capabilities) bool { _, ok := a.(core.Leaser); return ok }
+func isLeaser(a core.Algorithm, _ Capabilities, _ bool) string {
+	if _, ok := a.(core.Leaser); ok {
+		return ""
+	}
+	return a.Name() + " holds no leases"
+}
 
-func skewed(_ core.Algorithm, c Capabilities) bool { return c.ClockSkew > 0 }
+func skewed(_ core.Algorithm, c Capabilities, _ bool) string {
+	switch {
+	case c.OneClock:
+		return "Capabilities.OneClock: every instance decides by one clock, so no two can disagree"
+	case c.ClockSkew <= 0:
+		return "Capabilities declares no ClockSkew (the Capabilities check fails such a harness)"
+	}
+	return ""
+}
+
+func generic(_ core.Algorithm, _ Capabilities, script bool) string {
+	if script {
+		return "on the script path the server's clock decides, or the one Clock the Limiter sends; no instance's clock is stored"
+	}
+	return ""
+}
 
 var checks = []check{
 	{"Admission", always, checkAdmission},
 	{"AdmissionNoClock", always, checkAdmissionNoClock},
 	{"AdmissionSkewedFleet", skewed, checkSkewedFleet},
+	{"FastClock", generic, checkFastClock},
 	{"InFlight", isLeaser, checkInFlight},
 	{"InFlightNoClock", isLeaser, checkInFlightNoClock},
 	{"LeaseReclaim", isLeaser, checkLeaseReclaim},
@@ -111,8 +137,14 @@ func checkCapabilities(t testing.TB, h Harness, algs []core.Algorithm) {
 	case !caps.Scripts && runner:
 		t.Errorf("the store (%T) is a core.ScriptRunner: set Capabilities.Scripts so that the suite checks both paths", s)
 	}
-	if caps.ClockSkew < 0 {
+	switch {
+	case caps.ClockSkew < 0:
 		t.Errorf("Capabilities.ClockSkew is negative (%v)", caps.ClockSkew)
+	case caps.OneClock && caps.ClockSkew != 0:
+		t.Errorf("Capabilities declares OneClock and a ClockSkew of %v: one clock cannot disagree with itself", caps.ClockSkew)
+	case !caps.OneClock && caps.ClockSkew == 0:
+		t.Errorf("Capabilities declares neither ClockSkew nor OneClock: declare how far apart the fleet's clocks may be " +
+			"(ClockSkew), or that every instance reads one clock (OneClock), so that the skewed-fleet check is run or skipped for a stated reason")
 	}
 	if len(algs) == 0 {
 		t.Errorf("Capabilities.Algorithms is empty but not nil: the store would be checked against nothing")
@@ -158,6 +190,10 @@ type env struct {
 	alg    core.Algorithm
 	leaser core.Leaser // alg, when it holds leases
 	script bool
+	// model is alg as the Limiters on this path step it, the specification
+	// the decisions are compared with: clamped for the store's clock skew
+	// on the generic path of a core.ClockSkewer (core.WithClockSkew).
+	model core.Algorithm
 }
 
 // newEnv takes fleetSize clients from h; they are closed when t ends.
@@ -171,6 +207,10 @@ func newEnv(t testing.TB, h Harness, alg core.Algorithm, script bool) *env {
 			t.Fatalf("NewStore returned nil")
 		}
 		e.stores = append(e.stores, s)
+	}
+	e.model = alg
+	if sk, ok := e.stores[0].(core.ClockSkewer); ok && !script {
+		e.model = core.WithClockSkew(alg, max(sk.ClockSkew(), 0))
 	}
 	return e
 }

@@ -143,7 +143,7 @@ func runSteps(t testing.TB, e *env, p core.Policy, name string, ops []op) {
 	clock := core.NewManualClock(epoch)
 	fleet := e.fleet(t, p, clock, clock)
 	id := identity(t, fleet[0])
-	m := newModel(e.alg, p)
+	m := newModel(e.model, p)
 	var held []*core.Lease
 	var placeholder uint64 = 1 << 62
 	fail := func(i int, format string, args ...any) {

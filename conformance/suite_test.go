@@ -23,6 +23,6 @@ func TestReferenceScriptStore(t *testing.T) {
 // (core.Timed), as an in-process store may.
 func TestReferenceTimedStore(t *testing.T) {
 	timed := func() *refStore { s := newRefStore(); s.timed = true; return s }
-	mk := makerOf(timed, plain, Capabilities{}, false)
+	mk := makerOf(timed, plain, Capabilities{OneClock: true}, false)
 	Run(t, func(t *testing.T) Harness { return mk(t) })
 }

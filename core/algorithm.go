@@ -30,6 +30,24 @@ type PolicyChecker interface {
 	CheckPolicy(p *Policy) error
 }
 
+// Clamper is implemented by an algorithm whose state holds times (all seven
+// of package algorithm). A Limiter over a store that declares a clock skew
+// (ClockSkewer) runs Clamp before every step of its own clock: a state
+// written by an instance whose clock runs far ahead would otherwise hold
+// every instance with a correct clock still, as the steps read a stored time
+// later than now, until real time catches up (an hour, for a clock an hour
+// fast). Clamp bounds that to skew.
+type Clamper interface {
+	// Clamp returns state with every stored time that lies more than skew
+	// µs beyond the latest time a step at now could have written pulled
+	// back to that bound, as if its writer's clock had been skew ahead;
+	// clamped reports whether anything moved, and ttl is then the clamped
+	// state's TTL, at most what the policy needs plus skew. A state with
+	// nothing to clamp, or that does not decode, is returned as it is. Clamp
+	// is pure and may write into state's backing array.
+	Clamp(state []byte, now, skew int64, p *Policy) (next []byte, ttl time.Duration, clamped bool)
+}
+
 // Scripted is implemented by algorithms that have a Lua twin. The twin
 // follows the ScriptArgs convention and must decide exactly as Step does;
 // the conformance suite proves it, step by step.

@@ -69,6 +69,14 @@ type Config struct {
 	Prefix string
 	// Clock is read once per decision. Nil means: the server's clock for a
 	// script (so instances with skewed clocks agree), SystemClock otherwise.
+	// A network store (Redis, Valkey, memcached) still expires keys by the
+	// server's real clock, whatever Clock says: a TTL is a duration the
+	// server counts down in real time. An injected clock that lags real
+	// time, or runs faster or slower, therefore changes decisions: a key
+	// the Limiter's time line still needs may be gone (it reads as fresh),
+	// and one it no longer needs may still be there. Inject a Clock into a
+	// Limiter over a network store only for tests whose waits are far
+	// shorter than the policy's TTLs.
 	Clock Clock
 	// Timeout is the deadline of each store call. Default DefaultTimeout;
 	// negative means none (the caller's context alone). Ignored for
@@ -113,6 +121,10 @@ type Limiter struct {
 	taker  Taker // the store's fast path for Allow, when it is a Binder
 	local  bool
 	ticks  atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
+
+	// step is alg as the store's path steps it: clamped for the store's
+	// clock skew (skew.go).
+	step Algorithm
 }
 
 // New validates cfg and returns a Limiter.
@@ -158,6 +170,7 @@ func New(cfg Config) (*Limiter, error) {
 			l.script, l.runner = s.Script(), r
 		}
 	}
+	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil)
 	if b, ok := cfg.Store.(Binder); ok && l.local && l.runner == nil && l.leaser == nil {
 		l.taker = b.Bind(l.ns)
 	}
@@ -207,7 +220,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 		if err := l.check(identity, n); err != nil {
 			return Decision{}, err
 		}
-		d, err := l.taker.Take(identity, l.alg, l.now(), n, &l.p)
+		d, err := l.taker.Take(identity, l.step, l.now(), n, &l.p)
 		if err == nil {
 			return d, nil
 		}
@@ -226,7 +239,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	var d Decision
 	var storeErr error
 	if l.taker != nil {
-		d, storeErr = l.taker.Take(identity, l.alg, l.now(), n, &l.p)
+		d, storeErr = l.taker.Take(identity, l.step, l.now(), n, &l.p)
 	} else {
 		d, storeErr = l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
 	}
@@ -324,7 +337,7 @@ func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint
 		return r.Decision(), nil
 	}
 	m := mutationPool.Get().(*mutation)
-	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.alg, l.leaser, &l.p, n, lease, op
+	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.step, l.leaser, &l.p, n, lease, op
 	m.d = Decision{} // a store that never calls Apply must not return a stale decision
 	m.now = l.now()
 	err := l.cfg.Store.Update(ctx, key, m)

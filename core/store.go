@@ -58,6 +58,20 @@ type InProcess interface {
 	InProcess()
 }
 
+// ClockSkewer is implemented by a store whose decisions are made on the
+// clocks of the Limiters that use it (a compare-and-swap store, the memory
+// store, the generic path of a script store). ClockSkew is the largest
+// disagreement between those clocks that the store allows for (its TTL
+// allowance; zero for one clock). A Limiter that decides on its own clock
+// over such a store clamps every state it reads (Clamper): a stored time
+// more than ClockSkew ahead of what a step at its now could write is read,
+// and written back, as that bound, so one instance whose clock runs far
+// ahead cannot hold the keys it touched in the future. Scripts that read
+// the server's clock need no clamp, and get none.
+type ClockSkewer interface {
+	ClockSkew() time.Duration
+}
+
 // Binder is an optional fast path of an InProcess store. A Limiter binds
 // once, in New, to its namespace, and then decides every Allow with the
 // Taker it got, instead of Update with a pooled Mutation: in memory, the

@@ -99,6 +99,12 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 	return n == 1, nil
 }
 
+// ClockSkew is Options.ClockSkew as New filled it in (core.ClockSkewer):
+// the generic path's TTL allowance for the fleet's clocks. A Limiter on the
+// generic path clamps a stored time that lies more than this ahead of its
+// own clock; scripts read the server's clock and need none.
+func (s *Store) ClockSkew() time.Duration { return s.skew }
+
 // pxMillis rounds ttl up to whole milliseconds, at least one: PX takes a
 // positive integer, and an early expiry could hand a client a fresh quota.
 func pxMillis(ttl time.Duration) int64 {
