@@ -1,0 +1,2 @@
+// Package grpc holds gRPC server interceptors that enforce Sluice limits.
+package grpc
