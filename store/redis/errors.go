@@ -28,42 +28,98 @@ func errReplyShape(n int) error {
 // may send it again (NOSCRIPT, MOVED, ASK) or report a plain failure.
 var notRunPrefixes = [...]string{
 	"NOSCRIPT", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN",
-	"BUSY", "NOAUTH", "WRONGPASS", "NOPERM", "READONLY",
+	"BUSY", "NOAUTH", "WRONGPASS", "NOPERM", "READONLY", "OOM", "MISCONF", "NOREPLICAS",
 }
 
-// notRun reports whether err proves that the command did not run: a refusal
-// from the server, or a failure before anything was written to a
-// connection (no connection to be had, a closed client).
+// beforeWritePrefixes are the error replies that a command inside a script
+// meets only at the script's first write: Redis checks memory (OOM), the
+// replica's read-only state (READONLY), a failed save (MISCONF) and the
+// replicas in sync (NOREPLICAS) for a write only while the script has
+// written nothing ("if the script already made a modification to the
+// dataset, we can't fail it"; Redis 6 likewise for OOM, and the others
+// cannot change while a script runs). A script that raised one of them wrote
+// nothing. Redis 7 and Valkey name the script after the reply ("OOM ...
+// script: <sha>, on @user_script:3."); Redis 6 wraps it ("ERR Error running
+// script (call to f_<sha>): @user_script:3: -OOM ...").
+var beforeWritePrefixes = [...]string{"OOM", "READONLY", "MISCONF", "NOREPLICAS"}
+
+// The three things a store error can say about its command: it was never
+// sent, the server refused it before it wrote anything, or it was sent and
+// its reply is lost (the outcome is unknown). Only the last may have changed
+// the store.
+
+// notRun reports whether err proves that the command did not change
+// anything: it was not sent (notSent), or the server refused it before it
+// wrote (rejected).
 func notRun(err error) bool {
 	var re goredis.Error
 	if errors.As(err, &re) {
-		// An error raised by a command inside a running script names the
-		// script ("... script: <sha>, on @user_script:3."): the script may
-		// have written before it, so that is no proof, whatever its code.
-		s := strings.TrimPrefix(re.Error(), "ERR ") // KVRocks prefixes ERR
-		if strings.Contains(s, " script: ") {
-			return false
-		}
-		for _, p := range notRunPrefixes {
-			if strings.HasPrefix(s, p) && (len(s) == len(p) || s[len(p)] == ' ') {
-				return true
-			}
-		}
-		return false
+		return rejected(re.Error())
 	}
-	if errors.Is(err, goredis.ErrClosed) || errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, errNoClient) {
+	return notSent(err)
+}
+
+// rejected reports whether msg, an error reply, proves that the command
+// wrote nothing.
+func rejected(msg string) bool {
+	s := strings.TrimPrefix(msg, "ERR ") // KVRocks prefixes ERR
+	if strings.Contains(s, " script: ") || strings.HasPrefix(s, "Error running script") {
+		// An error raised by a command inside a running script: the script
+		// may have written before it, unless the error is one that only a
+		// first write can meet.
+		if i := strings.Index(s, ": -"); i >= 0 && strings.HasPrefix(s, "Error running script") {
+			s = s[i+3:] // Redis 6: the command's own reply follows ": -"
+		}
+		return hasCode(s, beforeWritePrefixes[:])
+	}
+	return hasCode(s, notRunPrefixes[:])
+}
+
+// hasCode reports whether s starts with one of codes, as a whole word.
+func hasCode(s string, codes []string) bool {
+	for _, p := range codes {
+		if strings.HasPrefix(s, p) && (len(s) == len(p) || s[len(p)] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
+// notSent reports whether err, from a client the store configured (retries
+// off, ContextTimeoutEnabled), proves that the command was never written to
+// a connection. go-redis (v9.23, read in its source) fails a command before
+// writing it with: ErrClosed (a closed client), ErrPoolTimeout and
+// ErrPoolExhausted (no connection to be had), a *net.OpError whose Op is
+// "dial" (a refused or failed connection), or a bare context error: the
+// caller's deadline or cancellation met while it waited for a pool turn or
+// for a connection being dialled in the background, which during an outage
+// is how a refused dial usually ends (go-redis retries the dial until the
+// caller gives up). Once a command is being written, a deadline comes back
+// as a *net.OpError from the socket ("write" or "read", i/o timeout),
+// which proves nothing: a failed write may still have carried a whole
+// command of a pipeline, and a failed read comes after the command went out.
+func notSent(err error) bool {
+	if errors.Is(err, goredis.ErrClosed) || errors.Is(err, goredis.ErrPoolTimeout) ||
+		errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, errNoClient) {
 		return true
 	}
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) {
+		return op.Op == "dial"
+	}
+	return core.IsContextError(err)
 }
 
 // storeError wraps err for a caller: always a *core.StoreError (so it
 // matches core.ErrUnavailable), and also core.ErrOutcomeUnknown unless err
-// proves that nothing ran. An error reply from inside a script (after it may
-// have written) and any failure once the command was sent (a timeout, a
-// broken connection) leave the outcome unknown.
+// proves that nothing ran. An error reply from inside a script after it may
+// have written, and any failure once the command was sent (a timeout, a
+// broken connection) leave the outcome unknown. An error that already says
+// the outcome is unknown (the batcher's) stays so.
 func storeError(op string, err error) error {
+	if errors.Is(err, core.ErrOutcomeUnknown) {
+		return err
+	}
 	se := &core.StoreError{Op: op, Err: err}
 	if notRun(err) {
 		return se

@@ -115,4 +115,3 @@ func testStallFreesSlots(t *testing.T, s core.Store, admin *goredis.Client, mode
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
