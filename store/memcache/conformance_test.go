@@ -30,7 +30,10 @@ func newHarness(t testing.TB, pool bool) *harness {
 }
 
 // NewStore returns a Store over a client of its own: a separate instance.
-func (h *harness) NewStore(t testing.TB) core.Store { return newStore(t, nil, h.addrs...) }
+// Servers lets the Store read memcached's clock for TTLs past 30 days.
+func (h *harness) NewStore(t testing.TB) core.Store {
+	return newStore(t, &memcache.Options{Servers: h.addrs}, h.addrs...)
+}
 
 // Capabilities: every algorithm, no scripts; each Limiter's clock decides,
 // so the fleet's clock skew is declared (see the package doc for what it

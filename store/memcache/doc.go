@@ -7,7 +7,7 @@
 //	c := gomemcache.New("10.0.0.1:11211", "10.0.0.2:11211")
 //	c.Timeout = 100 * time.Millisecond // bounds an abandoned round trip
 //	c.MaxIdleConns = 64                 // the requests a process sends at once
-//	s := memcache.New(c, nil)
+//	s := memcache.New(c, &memcache.Options{Servers: []string{"10.0.0.1:11211", "10.0.0.2:11211"}})
 //	defer s.Close()
 //	l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.GCRA{}, Store: s})
 //
@@ -106,6 +106,16 @@
 // ahead of the other half, and no more admitted than the algorithm admits at
 // those two instants.
 //
+// An instance whose clock is off by more than ClockSkew cannot hold the
+// fleet in its future: the Store declares its skew (core.ClockSkewer), and a
+// Limiter clamps every stored time more than ClockSkew beyond what a step at
+// its now could write back to that bound (core.Clamper), and writes the
+// clamped state. Before, one limiter an hour ahead that admitted once left
+// the correct instances 4 of 20 under "5 per minute", told to retry in an
+// hour; now they have their quota back within ClockSkew plus the time the
+// policy needs to recover from a full drain. What a fleet with one instance
+// off by X costs each algorithm is in its type's doc (package algorithm).
+//
 // # TTLs
 //
 // Memcached counts expirations in whole seconds, and its clock ticks once a
@@ -115,10 +125,19 @@
 // plus the skew, and at most two seconds more; 0, which memcached reads as
 // "never", is never sent. A TTL longer than 30 days (MaxRelativeExpiration;
 // memcached reads a larger number as a Unix time, so a relative 30 days and
-// a second would expire at once) is sent as an absolute Unix time read from
-// Options.Clock, an hour late to allow for a server clock that runs ahead,
-// and capped at January 2038, the most the field holds. Bucket states of a
-// valid policy live at most about 407 days (core.MaxHorizon).
+// a second would expire at once) is sent as an absolute Unix time on
+// memcached's own clock, never the process's (a process clock 31 days
+// behind once wrote every such state already expired, and "2 per 30 days"
+// admitted 10 of 10): the Store reads the "time" of the stats of each
+// server in Options.Servers, on a connection of its own, first when such a
+// TTL is needed and again in the background once a reading is a minute
+// old, extrapolates it by the monotonic clock, and takes the latest over the
+// servers (an item on a server whose clock is behind lives that much
+// longer). The expiry is an hour late, for a server clock stepped ahead
+// between readings, and capped at January 2038, the most the field holds.
+// Without Options.Servers (gomemcache does not expose its servers) such a
+// TTL is sent as 30 days. Bucket states of a valid policy live at most about
+// 407 days (core.MaxHorizon).
 //
 // # Keys
 //

@@ -11,10 +11,10 @@ import (
 // item would expire at once.
 const MaxRelativeExpiration = 30 * 24 * 60 * 60
 
-// absoluteSlack is added to an absolute expiration, so that a memcached
-// whose clock runs ahead of the Store's does not drop a long-lived state
-// early. Keeping a state longer never admits more; it only holds memory
-// until memcached's LRU reclaims it.
+// absoluteSlack is added to an absolute expiration, so that a server clock
+// that steps ahead between two readings (see clockRefresh) does not drop a
+// long-lived state early. Keeping a state longer never admits more; it only
+// holds memory until memcached's LRU reclaims it.
 const absoluteSlack = 60 * 60
 
 // expiration converts ttl, the time after which a state may vanish by the
@@ -30,9 +30,24 @@ const absoluteSlack = 60 * 60
 // and at most two seconds more.
 //
 // Past MaxRelativeExpiration seconds, the result is an absolute Unix time
-// read from now (plus absoluteSlack), capped at math.MaxInt32 (January
-// 2038), the largest memcached's field holds.
-func expiration(ttl, skew time.Duration, now func() time.Time) int32 {
+// on memcached's own clock (serverNow, read from the servers: see
+// servertime.go) plus absoluteSlack, capped at math.MaxInt32 (January
+// 2038), the largest memcached's field holds. It is never taken from the
+// process's clock. When no server's clock is known (no Options.Servers, or
+// none answered), it is MaxRelativeExpiration: the state lives 30 days
+// after its last write.
+func expiration(ttl, skew time.Duration, serverNow func() (int64, bool)) int32 {
+	secs := relativeSeconds(ttl, skew)
+	if secs <= MaxRelativeExpiration {
+		return int32(secs)
+	}
+	now, ok := serverNow()
+	return absoluteExpiration(secs, now, ok)
+}
+
+// relativeSeconds is ttl + skew in whole seconds, rounded up, at least one,
+// plus the tick second.
+func relativeSeconds(ttl, skew time.Duration) int64 {
 	ttl = max(ttl, 0)
 	if ttl > math.MaxInt64-skew {
 		ttl = math.MaxInt64
@@ -43,18 +58,23 @@ func expiration(ttl, skew time.Duration, now func() time.Time) int32 {
 	if ttl%time.Second != 0 || secs == 0 {
 		secs++
 	}
-	secs++ // the tick second
-	if secs <= MaxRelativeExpiration {
-		return int32(secs)
+	return secs + 1 // the tick second
+}
+
+// absoluteExpiration is secs (past MaxRelativeExpiration) after now, the
+// server's Unix time, when known.
+func absoluteExpiration(secs, now int64, known bool) int32 {
+	if !known {
+		return MaxRelativeExpiration
 	}
-	abs := now().Unix() + absoluteSlack
+	abs := now + absoluteSlack
 	if abs > math.MaxInt32-secs {
 		return math.MaxInt32
 	}
 	abs += secs
 	if abs <= MaxRelativeExpiration {
-		// A clock far before 1970 would turn an absolute time back into a
-		// relative one; the longest expiration is the safe answer.
+		// A server clock far before 1970 would turn an absolute time back
+		// into a relative one; the longest expiration is the safe answer.
 		return math.MaxInt32
 	}
 	return int32(abs)

@@ -138,7 +138,8 @@ func TestConcurrentAddsOneWins(t *testing.T) {
 
 // TestLongExpirationIsAbsolute: memcached reads an expiration above 30 days
 // as a Unix time, so a relative 30 days and 1 second is a date in 1970 and
-// the item is gone at once. The Store sends such TTLs as absolute times.
+// the item is gone at once. The Store sends such TTLs as absolute times, on
+// the server's clock.
 func TestLongExpirationIsAbsolute(t *testing.T) {
 	addr := firstServer(t)
 	c := newClient(t, addr)
@@ -151,7 +152,8 @@ func TestLongExpirationIsAbsolute(t *testing.T) {
 		t.Fatalf("get after set with a relative 30 days + 1 s: got %v, want a miss (memcached read it as 1970)", err)
 	}
 
-	s := memcache.New(c, nil)
+	// Servers: the absolute time is read from memcached's own clock.
+	s := memcache.New(c, &memcache.Options{Servers: []string{addr}})
 	for _, ttl := range []time.Duration{
 		memcache.MaxRelativeExpiration*time.Second - 2*time.Second, // the longest TTL still sent relative
 		memcache.MaxRelativeExpiration * time.Second,

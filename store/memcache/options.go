@@ -34,12 +34,26 @@ type Options struct {
 	// Retry bounds the compare-and-swap loop (see core.CASUpdate). A zero
 	// field takes its value from DefaultRetry.
 	Retry core.RetryPolicy
-	// Clock is the wall clock against which a TTL longer than 30 days is
-	// turned into an absolute Unix time (memcached reads a longer
-	// expiration that way, against its own clock), so it must read real
-	// time: a Limiter's ManualClock does not belong here. It is never used
-	// to decide: the Limiter's clock does that. Nil means core.SystemClock.
+	// Clock is no longer read. It was the clock against which a TTL
+	// longer than 30 days was turned into an absolute Unix time; memcached
+	// reads that against its own clock, so a process clock a month behind
+	// wrote every such state already expired. The Store now reads the
+	// servers' clocks (Servers).
+	//
+	// Deprecated: set Servers instead.
 	Clock core.Clock
+	// Servers lists the memcached servers the client was built with (the
+	// arguments of gomemcache.New). A TTL longer than 30 days must be sent
+	// as an absolute Unix time on memcached's own clock; gomemcache does not
+	// expose its servers, so the Store reads each listed server's clock
+	// itself ("stats" time, on a connection of its own: once at the first
+	// such TTL, then in the background when a reading is a minute old) and
+	// takes the latest, never the process's clock. Without Servers a TTL
+	// longer than 30 days is sent as 30 days: a state then lives 30 days
+	// after its last write, so a policy whose state needs longer (a
+	// Burst·Interval, Window or LeaseTTL beyond 30 days) may meet a fresh
+	// key after 30 idle days.
+	Servers []string
 	// ClockSkew is the largest disagreement between the clocks of the
 	// instances that share the memcached servers. It is added to every TTL,
 	// so that a state written by an instance whose clock runs ahead lives
@@ -58,13 +72,13 @@ type Options struct {
 // config is Options with the defaults filled in.
 type config struct {
 	retry      core.RetryPolicy
-	clock      core.Clock
 	skew       time.Duration
 	localQueue bool
+	servers    []string
 }
 
 func (o *Options) config() config {
-	c := config{retry: DefaultRetry, clock: core.SystemClock{}, skew: DefaultClockSkew, localQueue: true}
+	c := config{retry: DefaultRetry, skew: DefaultClockSkew, localQueue: true}
 	if o == nil {
 		return c
 	}
@@ -80,9 +94,6 @@ func (o *Options) config() config {
 	if c.retry.MaxBackoff < c.retry.BaseBackoff {
 		c.retry.MaxBackoff = c.retry.BaseBackoff
 	}
-	if o.Clock != nil {
-		c.clock = o.Clock
-	}
 	switch {
 	case o.ClockSkew > 0:
 		c.skew = o.ClockSkew
@@ -90,5 +101,6 @@ func (o *Options) config() config {
 		c.skew = 0
 	}
 	c.localQueue = !o.NoLocalQueue
+	c.servers = append([]string(nil), o.Servers...)
 	return c
 }

@@ -22,6 +22,9 @@ type Store struct {
 	queue *queue // nil with Options.NoLocalQueue
 	stats *counters
 	bg    background
+	// clocks reads memcached's own clock for absolute expirations (nil
+	// without Options.Servers).
+	clocks *serverClocks
 
 	closed atomic.Bool
 }
@@ -51,6 +54,7 @@ var (
 // whose every call fails with ErrNoClient.
 func New(c *gomemcache.Client, opts *Options) *Store {
 	s := &Store{c: c, cfg: opts.config()}
+	s.clocks = newServerClocks(s.cfg.servers)
 	s.stats = newCounters(s.cfg.retry.MaxAttempts)
 	if s.cfg.localQueue {
 		s.queue = newQueue()
@@ -139,7 +143,13 @@ func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, 
 // NOT_STORED; add answered NOT_STORED (the key exists). It is exported only
 // to satisfy core.CASBackend: use Update.
 func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (ok bool, err error) {
-	exp := expiration(ttl, s.cfg.skew, s.cfg.clock.Now)
+	exp := int32(MaxRelativeExpiration)
+	if secs := relativeSeconds(ttl, s.cfg.skew); secs <= MaxRelativeExpiration {
+		exp = int32(secs)
+	} else if s.clocks != nil {
+		now, ok := s.clocks.now(ctx, &s.bg)
+		exp = absoluteExpiration(secs, now, ok)
+	}
 	var c *call
 	if it, _ := token.(*gomemcache.Item); it != nil {
 		c = newCall(s, verbCas, key)
