@@ -1,0 +1,546 @@
+// Package storeurl opens a Sluice store from a URL, so that a deployment
+// picks its backend by configuration, not code:
+//
+//	b, err := storeurl.Open(os.Getenv("SLUICE_STORE")) // "redis://10.0.0.5:6379/0?pool_size=50"
+//	if err != nil { ... }                              // a bad URL names what is wrong
+//	defer b.Close()
+//	limiter, err := core.New(core.Config{Policy: p, Algorithm: algorithm.GCRA{}, Store: b.Store})
+//
+// # Schemes
+//
+//	memory://                                    in-process (store/memory)
+//	redis://[user:pass@]host:port[/db]           one Redis node (store/redis)
+//	rediss://…                                   the same over TLS
+//	redis+cluster://[user:pass@]h1:p1,h2:p2,…    a Redis Cluster (any reachable nodes)
+//	rediss+cluster://…                           the same over TLS
+//	redis+sentinel://[user:pass@]h1:p1,…/master[/db]   the primary a Sentinel watches
+//	rediss+sentinel://…                          the same over TLS
+//	valkey://[user:pass@]h1:p1[,h2:p2…][/db]      valkey-go (store/valkey): one node, or a cluster
+//	valkeys://…                                  the same over TLS
+//	memcache://h1:p1[,h2:p2…]                    memcached servers (store/memcache)
+//
+// A port may be left out: 6379 for the Redis schemes, 26379 for a
+// Sentinel, 11211 for memcached. User information in a Sentinel URL
+// authenticates to the sentinels; the primary's own credentials are the
+// query parameters username and password.
+//
+// # Query parameters
+//
+// Every parameter a scheme does not know is an error, so a typo never
+// passes silently. Durations are Go durations ("250ms", "2s").
+//
+// Redis schemes: every option go-redis reads from a URL (its
+// redis.ParseURL, ParseClusterURL and ParseFailoverURL: dial_timeout,
+// read_timeout, write_timeout, pool_size, min_idle_conns, max_idle_conns,
+// pool_timeout, conn_max_idle_time, conn_max_lifetime, client_name,
+// protocol, skip_verify for TLS, db, …), plus Sluice's own: clock_skew
+// (Options.ClockSkew), pipelines and max_batch (the batcher), no_batch=true,
+// max_attempts (the compare-and-set loop's bound). go-redis's own retries
+// (max_retries) are always off in the store: it never re-sends a decision.
+//
+// valkey schemes: dial_timeout, write_timeout, db, client_name, protocol,
+// skip_verify, plus clock_skew and max_attempts.
+//
+// memcache: timeout (socket read/write, default 500ms), max_idle_conns
+// (per server; default 2, raise it for concurrency), clock_skew,
+// max_attempts, no_local_queue=true.
+//
+// memory: max_keys, shards, sweep_interval.
+//
+// Open makes no network call, except for valkey: go-redis and gomemcache
+// connect on first use, while valkey-go connects when its client is made, so
+// an unreachable valkey fails Open with an error matching
+// core.ErrUnavailable (never ErrBadURL). Use Backend.Ping to check that a
+// store answers.
+package storeurl
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	goredis "github.com/redis/go-redis/v9"
+	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memcache"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	svalkey "github.com/sluicehq/sluice/store/valkey"
+)
+
+// Schemes lists every scheme Open knows, in the order of the package doc.
+var Schemes = []string{
+	"memory", "redis", "rediss", "redis+cluster", "rediss+cluster",
+	"redis+sentinel", "rediss+sentinel", "valkey", "valkeys", "memcache",
+}
+
+// ErrBadURL matches every error Open returns for a URL it cannot open.
+var ErrBadURL = errors.New("storeurl: bad store URL")
+
+// URLError is a URL Open cannot open: what is wrong, and the URL with any
+// password masked.
+type URLError struct {
+	URL    string // redacted
+	Reason string
+}
+
+func (e *URLError) Error() string { return fmt.Sprintf("storeurl: %q: %s", e.URL, e.Reason) }
+
+// Is makes errors.Is(err, ErrBadURL) true.
+func (e *URLError) Is(target error) bool { return target == ErrBadURL }
+
+// Backend is an opened store and the client it runs on.
+type Backend struct {
+	// Store is what core.Config.Store takes.
+	Store core.Store
+	// Scheme is the URL's scheme.
+	Scheme string
+	// Name describes the backend for logs and messages, without any
+	// password: "redis 10.0.0.5:6379", "memcached a:11211,b:11211".
+	Name string
+
+	ping  func(context.Context) error
+	close []func() error
+}
+
+// Ping checks that the store answers (a PING, memcached's version, or
+// nothing for memory), within ctx.
+func (b *Backend) Ping(ctx context.Context) error {
+	if b.ping == nil {
+		return nil
+	}
+	return b.ping(ctx)
+}
+
+// Close closes the store and then the client Open made for it. It is safe
+// to call more than once.
+func (b *Backend) Close() error {
+	var errs []error
+	for _, c := range b.close {
+		errs = append(errs, c())
+	}
+	b.close = nil
+	return errors.Join(errs...)
+}
+
+// Open parses rawURL and returns the store it names, on a client of its own:
+// each call is one more instance's connections. Errors for the URL match
+// ErrBadURL (a *URLError) and name what is wrong: an unknown scheme (with
+// the known ones), a missing host, a bad port, an unknown or malformed
+// parameter; no password appears in them.
+func Open(rawURL string) (*Backend, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		if !strings.Contains(rawURL, "://") {
+			return nil, &URLError{URL: redactRaw(rawURL), Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
+		}
+		return nil, &URLError{URL: redactRaw(rawURL), Reason: "not a URL: " + errReason(err)}
+	}
+	bad := func(format string, args ...any) error {
+		return &URLError{URL: u.Redacted(), Reason: fmt.Sprintf(format, args...)}
+	}
+	if u.Scheme == "" {
+		return nil, bad("no scheme; known: %s", strings.Join(Schemes, ", "))
+	}
+	if !slices.Contains(Schemes, u.Scheme) {
+		return nil, bad("unknown scheme %q; known: %s", u.Scheme, strings.Join(Schemes, ", "))
+	}
+	if u.Opaque != "" {
+		return nil, bad("want %s://host…, not %s:…", u.Scheme, u.Scheme)
+	}
+	if u.Fragment != "" {
+		return nil, bad("a store URL has no #fragment")
+	}
+	q := u.Query()
+	var b *Backend
+	switch u.Scheme {
+	case "memory":
+		b, err = openMemory(u, q)
+	case "redis", "rediss":
+		b, err = openRedis(u, q)
+	case "redis+cluster", "rediss+cluster":
+		b, err = openRedisCluster(u, q)
+	case "redis+sentinel", "rediss+sentinel":
+		b, err = openSentinel(u, q)
+	case "valkey", "valkeys":
+		b, err = openValkey(u, q)
+	case "memcache":
+		b, err = openMemcache(u, q)
+	}
+	if err != nil {
+		var ue *URLError
+		if errors.As(err, &ue) || errors.Is(err, core.ErrUnavailable) {
+			return nil, err
+		}
+		return nil, bad("%s", errReason(err))
+	}
+	b.Scheme = u.Scheme
+	return b, nil
+}
+
+// errReason is err's text without a "redis: " or "parse …: " lead-in.
+func errReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// redactRaw masks what looks like a password in a string url.Parse refused.
+func redactRaw(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return s
+	}
+	user := s[scheme+3 : at]
+	if i := strings.Index(user, ":"); i >= 0 {
+		return s[:scheme+3] + user[:i] + ":xxxxx" + s[at:]
+	}
+	return s
+}
+
+// params reads and removes Sluice's own parameters from q, so that what is
+// left can go to the client library's parser, which refuses unknown ones.
+type params struct {
+	q   url.Values
+	err error
+}
+
+func (p *params) take(name string) (string, bool) {
+	vs, ok := p.q[name]
+	if !ok {
+		return "", false
+	}
+	delete(p.q, name)
+	if len(vs) != 1 {
+		p.fail(fmt.Errorf("parameter %s is given %d times", name, len(vs)))
+	}
+	return vs[len(vs)-1], true
+}
+
+func (p *params) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+func (p *params) duration(name string) time.Duration {
+	v, ok := p.take(name)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.fail(fmt.Errorf("parameter %s=%q is not a duration (like 250ms or 2s)", name, v))
+	}
+	return d
+}
+
+func (p *params) int(name string, min int) int {
+	v, ok := p.take(name)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		p.fail(fmt.Errorf("parameter %s=%q is not a whole number of at least %d", name, v, min))
+	}
+	return n
+}
+
+func (p *params) bool(name string) bool {
+	v, ok := p.take(name)
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(fmt.Errorf("parameter %s=%q is not true or false", name, v))
+	}
+	return b
+}
+
+// done reports the first malformed parameter, or else the first one left
+// that nobody took.
+func (p *params) done() error {
+	if p.err != nil {
+		return p.err
+	}
+	if len(p.q) > 0 {
+		names := slices.Sorted(maps.Keys(p.q))
+		return fmt.Errorf("unknown parameter %s", names[0])
+	}
+	return nil
+}
+
+// hosts splits u.Host ("h1:p1,h2:p2") into host:port addresses, giving
+// each the default port when it has none.
+func hosts(u *url.URL, defaultPort string) ([]string, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("no host: want %s://host:port", u.Scheme)
+	}
+	var out []string
+	for _, hp := range strings.Split(u.Host, ",") {
+		if hp == "" {
+			return nil, fmt.Errorf("an empty host in %q", u.Host)
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil {
+			// No port (or an IPv6 literal in brackets without one).
+			host, port = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), defaultPort
+		}
+		if host == "" {
+			return nil, fmt.Errorf("no host in %q", hp)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("bad port %q in %q", port, hp)
+		}
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	return out, nil
+}
+
+func noPath(u *url.URL) error {
+	if u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("%s takes no path, got %q", u.Scheme, u.Path)
+	}
+	return nil
+}
+
+func openMemory(u *url.URL, q url.Values) (*Backend, error) {
+	if u.Host != "" || u.User != nil {
+		return nil, errors.New("memory takes no host: want memory:// (with ?max_keys=…)")
+	}
+	if err := noPath(u); err != nil {
+		return nil, err
+	}
+	p := &params{q: q}
+	o := &memory.Options{MaxKeys: p.int("max_keys", 1), Shards: p.int("shards", 1), SweepInterval: p.duration("sweep_interval")}
+	if err := p.done(); err != nil {
+		return nil, err
+	}
+	s := memory.New(o)
+	return &Backend{Store: s, Name: "memory (in-process)", close: []func() error{s.Close}}, nil
+}
+
+// redisOptions takes Sluice's own parameters of the Redis schemes.
+func redisOptions(p *params) *sredis.Options {
+	o := &sredis.Options{
+		ClockSkew: p.duration("clock_skew"),
+		Pipelines: p.int("pipelines", 1),
+		MaxBatch:  p.int("max_batch", 1),
+		NoBatch:   p.bool("no_batch"),
+	}
+	o.Retry.MaxAttempts = p.int("max_attempts", 1)
+	return o
+}
+
+// goredisURL rebuilds u for go-redis's parsers: scheme redis or rediss,
+// the first host, the others as addr parameters, and the query q.
+func goredisURL(u *url.URL, addrs []string, q url.Values, path string) string {
+	r := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: path}
+	if strings.HasPrefix(u.Scheme, "rediss") {
+		r.Scheme = "rediss"
+	}
+	q = cloneValues(q)
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	r.RawQuery = q.Encode()
+	return r.String()
+}
+
+func cloneValues(q url.Values) url.Values {
+	c := url.Values{}
+	for k, vs := range q {
+		c[k] = append([]string(nil), vs...)
+	}
+	return c
+}
+
+func redisPing(c goredis.UniversalClient) func(context.Context) error {
+	return func(ctx context.Context) error { return c.Ping(ctx).Err() }
+}
+
+func openRedis(u *url.URL, q url.Values) (*Backend, error) {
+	addrs, err := hosts(u, "6379")
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) > 1 {
+		return nil, fmt.Errorf("%s takes one host; for a cluster use %s+cluster://%s", u.Scheme, u.Scheme, u.Host)
+	}
+	p := &params{q: q}
+	so := redisOptions(p)
+	if p.err != nil {
+		return nil, p.err
+	}
+	opt, err := goredis.ParseURL(goredisURL(u, addrs, p.q, u.Path))
+	if err != nil {
+		return nil, err
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	s := sredis.New(c, so)
+	return &Backend{Store: s, Name: "redis " + addrs[0], ping: redisPing(c), close: []func() error{s.Close, c.Close}}, nil
+}
+
+func openRedisCluster(u *url.URL, q url.Values) (*Backend, error) {
+	addrs, err := hosts(u, "6379")
+	if err != nil {
+		return nil, err
+	}
+	if err := noPath(u); err != nil {
+		return nil, fmt.Errorf("%w (a cluster has no database number)", err)
+	}
+	p := &params{q: q}
+	so := redisOptions(p)
+	if p.err != nil {
+		return nil, p.err
+	}
+	opt, err := goredis.ParseClusterURL(goredisURL(u, addrs, p.q, ""))
+	if err != nil {
+		return nil, err
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClusterClient(opt)
+	s := sredis.New(c, so)
+	return &Backend{Store: s, Name: "redis cluster " + strings.Join(addrs, ","), ping: redisPing(c), close: []func() error{s.Close, c.Close}}, nil
+}
+
+func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
+	addrs, err := hosts(u, "26379")
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if parts[0] == "" || len(parts) > 2 {
+		return nil, fmt.Errorf("want %s://host:port[,host:port…]/<master name>[/<db>]", u.Scheme)
+	}
+	if _, ok := q["master_name"]; ok {
+		return nil, errors.New("the master's name is the URL's path, not a master_name parameter")
+	}
+	p := &params{q: q}
+	so := redisOptions(p)
+	if p.err != nil {
+		return nil, p.err
+	}
+	rest := cloneValues(p.q)
+	rest.Set("master_name", parts[0])
+	path := ""
+	if len(parts) == 2 {
+		path = "/" + parts[1]
+	}
+	fo, err := goredis.ParseFailoverURL(goredisURL(u, addrs, rest, path))
+	if err != nil {
+		return nil, err
+	}
+	s := sredis.NewFailover(fo, so)
+	probe := func(ctx context.Context) error {
+		c := goredis.NewFailoverClient(fo)
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	}
+	return &Backend{Store: s, Name: "redis sentinel " + strings.Join(addrs, ",") + " master " + parts[0], ping: probe, close: []func() error{s.Close}}, nil
+}
+
+// valkeyParams are the parameters valkey-go's ParseURL reads; it ignores
+// any other, so Open checks.
+var valkeyParams = []string{"db", "dial_timeout", "write_timeout", "skip_verify", "protocol", "client_name"}
+
+func openValkey(u *url.URL, q url.Values) (*Backend, error) {
+	addrs, err := hosts(u, "6379")
+	if err != nil {
+		return nil, err
+	}
+	p := &params{q: q}
+	so := &svalkey.Options{ClockSkew: p.duration("clock_skew")}
+	so.Retry.MaxAttempts = p.int("max_attempts", 1)
+	if p.err != nil {
+		return nil, p.err
+	}
+	for name := range p.q {
+		if !slices.Contains(valkeyParams, name) {
+			return nil, fmt.Errorf("unknown parameter %s; %s takes %s, clock_skew, max_attempts", name, u.Scheme, strings.Join(valkeyParams, ", "))
+		}
+	}
+	for _, d := range []string{"dial_timeout", "write_timeout"} {
+		if v := p.q.Get(d); v != "" {
+			if _, err := time.ParseDuration(v); err != nil {
+				return nil, fmt.Errorf("parameter %s=%q is not a duration (like 250ms or 2s)", d, v)
+			}
+		}
+	}
+	r := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: u.Path}
+	if u.Scheme == "valkeys" {
+		r.Scheme = "rediss"
+	}
+	rest := cloneValues(p.q)
+	for _, a := range addrs[1:] {
+		rest.Add("addr", a)
+	}
+	r.RawQuery = rest.Encode()
+	opt, err := valkeygo.ParseURL(r.String())
+	if err != nil {
+		return nil, err
+	}
+	if opt.TLSConfig != nil && opt.TLSConfig.MinVersion == 0 {
+		opt.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	c, err := valkeygo.NewClient(opt)
+	if err != nil {
+		// valkey-go connects in NewClient: this is the server, not the URL.
+		return nil, &core.StoreError{Op: "connect to valkey " + strings.Join(addrs, ","), Err: err}
+	}
+	s := svalkey.New(c, so)
+	ping := func(ctx context.Context) error { return c.Do(ctx, c.B().Ping().Build()).Error() }
+	closeClient := func() error { c.Close(); return nil }
+	return &Backend{Store: s, Name: "valkey " + strings.Join(addrs, ","), ping: ping, close: []func() error{s.Close, closeClient}}, nil
+}
+
+func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
+	addrs, err := hosts(u, "11211")
+	if err != nil {
+		return nil, err
+	}
+	if u.User != nil {
+		return nil, errors.New("memcache takes no user or password")
+	}
+	if err := noPath(u); err != nil {
+		return nil, err
+	}
+	p := &params{q: q}
+	timeout := p.duration("timeout")
+	idle := p.int("max_idle_conns", 1)
+	so := &memcache.Options{ClockSkew: p.duration("clock_skew"), NoLocalQueue: p.bool("no_local_queue")}
+	so.Retry.MaxAttempts = p.int("max_attempts", 1)
+	if err := p.done(); err != nil {
+		return nil, err
+	}
+	c := gomemcache.New(addrs...)
+	c.Timeout, c.MaxIdleConns = timeout, idle
+	s := memcache.New(c, so)
+	ping := func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- c.Ping() }() // gomemcache takes no context; its Timeout bounds this
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return &Backend{Store: s, Name: "memcached " + strings.Join(addrs, ","), ping: ping, close: []func() error{s.Close, c.Close}}, nil
+}

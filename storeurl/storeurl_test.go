@@ -1,0 +1,227 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/storeurl"
+)
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	cases := []struct{ url, want string }{
+		{"", "no scheme"},
+		{"127.0.0.1:6379", "no scheme: want <scheme>://host:port"},
+		{"ftp://127.0.0.1:21", `unknown scheme "ftp"; known: memory, redis`},
+		{"redis:127.0.0.1", "want redis://host"},
+		{"redis://", "no host"},
+		{"redis://127.0.0.1:99999", `bad port "99999"`},
+		{"redis://127.0.0.1:http", `invalid port ":http"`},
+		{"redis://127.0.0.1:0", `bad port "0"`},
+		{"redis://127.0.0.1:6379,127.0.0.1:6380", "for a cluster use redis+cluster://"},
+		{"redis://127.0.0.1:6379?pool_size=abc", "pool_size"},
+		{"redis://127.0.0.1:6379?frobnicate=1", "frobnicate"},
+		{"redis://127.0.0.1:6379/x", "database number"},
+		{"redis://127.0.0.1:6379?clock_skew=soon", `clock_skew="soon" is not a duration`},
+		{"redis://127.0.0.1:6379?pipelines=0", "pipelines"},
+		{"redis://127.0.0.1:6379?no_batch=perhaps", "no_batch"},
+		{"redis://127.0.0.1:6379?max_attempts=1&max_attempts=2", "given 2 times"},
+		{"redis://127.0.0.1:6379#top", "fragment"},
+		{"redis+cluster://127.0.0.1:7000/3", "no database number"},
+		{"redis+cluster://127.0.0.1:7000?nope=1", "nope"},
+		{"redis+sentinel://127.0.0.1:26379", "<master name>"},
+		{"redis+sentinel://127.0.0.1:26379/a/b/c", "<master name>"},
+		{"redis+sentinel://127.0.0.1:26379/m?master_name=n", "path, not a master_name"},
+		{"valkey://127.0.0.1:6379?frob=1", "unknown parameter frob"},
+		{"valkey://127.0.0.1:6379?dial_timeout=x", "dial_timeout"},
+		{"memcache://127.0.0.1:11211?timeout=fast", "timeout"},
+		{"memcache://127.0.0.1:11211?max_idle_conns=-1", "max_idle_conns"},
+		{"memcache://127.0.0.1:11211/x", "takes no path"},
+		{"memcache://u:p@127.0.0.1:11211", "no user or password"},
+		{"memcache://127.0.0.1:11211,,127.0.0.1:11212", "empty host"},
+		{"memory://127.0.0.1", "takes no host"},
+		{"memory://?max_keys=0", "max_keys"},
+		{"memory://?sweep=1m", "unknown parameter sweep"},
+		{"redis://%zz", "not a URL"},
+	}
+	for _, c := range cases {
+		b, err := storeurl.Open(c.url)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q) succeeded, want an error containing %q", c.url, c.want)
+			continue
+		}
+		if !errors.Is(err, storeurl.ErrBadURL) {
+			t.Errorf("Open(%q): %v, which does not match ErrBadURL", c.url, err)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q): %q, want it to contain %q", c.url, err, c.want)
+		}
+	}
+}
+
+func TestErrorsHideThePassword(t *testing.T) {
+	for _, u := range []string{
+		"redis://admin:s3cr3t@127.0.0.1:6379?nope=1",
+		"redis+sentinel://admin:s3cr3t@127.0.0.1:26379",
+		"memcache://admin:s3cr3t@127.0.0.1:11211",
+		"redis://admin:s3cr3t@%zz",
+	} {
+		_, err := storeurl.Open(u)
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Open(%q): %v: want an error without the password", u, err)
+		}
+	}
+}
+
+// decide checks that limiters over stores b1 and b2 share one fixed window
+// of 3 (or, for a store of one process only, that b1 alone keeps it).
+func decide(t *testing.T, shared bool, b1, b2 *storeurl.Backend) {
+	t.Helper()
+	ctx := t.Context()
+	p := core.Policy{Name: "storeurl", Limit: 3, Window: time.Hour}
+	l1, err := core.New(core.Config{Policy: p, Algorithm: algorithm.FixedWindow{}, Store: b1.Store, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := core.New(core.Config{Policy: p, Algorithm: algorithm.FixedWindow{}, Store: b2.Store, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("%s-%d", t.Name(), rand.Int64())
+	for i := range 3 {
+		l := l1
+		if shared && i%2 == 1 {
+			l = l2
+		}
+		if d, err := l.Allow(ctx, id); err != nil || !d.Allowed {
+			t.Fatalf("call %d: %+v, %v; want admitted", i+1, d, err)
+		}
+	}
+	last := l1
+	if shared {
+		last = l2
+	}
+	if d, err := last.Allow(ctx, id); err != nil || d.Allowed {
+		t.Fatalf("call 4: %+v, %v; want refused: the quota of 3 is spent", d, err)
+	}
+	_ = l1.Reset(ctx, id)
+}
+
+func open(t *testing.T, u string) *storeurl.Backend {
+	t.Helper()
+	b, err := storeurl.Open(u)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", u, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := b.Ping(ctx); err != nil {
+		t.Fatalf("%s: Ping: %v", b.Name, err)
+	}
+	return b
+}
+
+func TestOpenDecidesOnRealServers(t *testing.T) {
+	redis := testenv.RedisAddr(t)
+	cluster := strings.Join(testenv.RedisClusterAddrs(t), ",")
+	sentinel := testenv.RedisSentinelAddr(t)
+	mc := strings.Join(testenv.MemcacheAddrs(t), ",")
+	for _, c := range []struct {
+		url    string
+		shared bool
+		name   string
+	}{
+		{"memory://?max_keys=1000", false, "memory (in-process)"},
+		{"redis://" + redis + "/0?pool_size=4&dial_timeout=2s&clock_skew=2s", true, "redis " + redis},
+		{"redis://" + redis + "?no_batch=true", true, "redis " + redis},
+		{"redis+cluster://" + cluster + "?pipelines=4", true, "redis cluster " + cluster},
+		{"redis+sentinel://" + sentinel + "/" + testenv.SentinelMaster, true, "redis sentinel " + sentinel + " master " + testenv.SentinelMaster},
+		// valkey-go over redis-server: Debian has no valkey-server.
+		{"valkey://" + redis + "?dial_timeout=2s", true, "valkey " + redis},
+		{"valkey://" + testenv.RedisClusterAddrs(t)[0], true, "valkey " + testenv.RedisClusterAddrs(t)[0]},
+		{"memcache://" + mc + "?timeout=1s&max_idle_conns=8", true, "memcached " + mc},
+	} {
+		t.Run(strings.SplitN(c.url, "?", 2)[0], func(t *testing.T) {
+			b1 := open(t, c.url)
+			if b1.Name != c.name {
+				t.Errorf("Name %q, want %q", b1.Name, c.name)
+			}
+			b2 := b1
+			if c.shared {
+				b2 = open(t, c.url)
+			}
+			decide(t, c.shared, b1, b2)
+		})
+	}
+}
+
+// The URL's database and client options reach the client that decides.
+func TestRedisOptionsReachTheClient(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	b := open(t, "redis://"+addr+"/3?pool_size=7&read_timeout=900ms")
+	c := b.Store.(*sredis.Store).Client().(*goredis.Client)
+	if o := c.Options(); o.DB != 3 || o.PoolSize != 7 || o.ReadTimeout != 900*time.Millisecond {
+		t.Fatalf("client options DB=%d PoolSize=%d ReadTimeout=%v, want 3, 7, 900ms", o.DB, o.PoolSize, o.ReadTimeout)
+	}
+	p := core.Policy{Name: "storeurl-db", Limit: 1, Window: time.Hour}
+	l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.GCRA{}, Store: b.Store, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("db-%d", rand.Int64())
+	if d, err := l.Allow(t.Context(), id); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: addr, DB: 3})
+	defer raw.Close()
+	n, err := raw.Exists(t.Context(), l.Key(id).String()).Result()
+	if err != nil || n != 1 {
+		t.Fatalf("the key is not in database 3: %d, %v", n, err)
+	}
+	raw.Del(t.Context(), l.Key(id).String())
+}
+
+func TestUnreachableValkeyIsNotABadURL(t *testing.T) {
+	// A port nothing listens on: 1 is privileged and unused on loopback.
+	_, err := storeurl.Open("valkey://127.0.0.1:1?dial_timeout=200ms")
+	if err == nil || errors.Is(err, storeurl.ErrBadURL) || !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Open of an unreachable valkey: %v; want ErrUnavailable, not ErrBadURL", err)
+	}
+}
+
+func ExampleOpen() {
+	b, err := storeurl.Open("memory://?max_keys=10000")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+	l, err := core.New(core.Config{
+		Policy:    core.Policy{Name: "api", Limit: 1, Window: time.Minute},
+		Algorithm: algorithm.GCRA{},
+		Store:     b.Store,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, _ := l.Allow(context.Background(), "client-1")
+	fmt.Println(b.Name, d.Allowed)
+	_, err = storeurl.Open("redis://127.0.0.1:6379?pool_sise=10")
+	fmt.Println(err)
+	// Output:
+	// memory (in-process) true
+	// storeurl: "redis://127.0.0.1:6379?pool_sise=10": redis: unexpected option: pool_sise
+}
