@@ -32,10 +32,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.Int("keys", 1, "callers spread over this many keys (1: one hot key)")
 	instances := fs.Int("instances", 2, "Limiters, each with its own store client")
 	duration := fs.Duration("duration", 5*time.Second, "how long to run")
-	limit := fs.Int64("limit", 1_000_000, "policy limit per --window")
+	limit := fs.Int64("limit", 0, "policy limit per --window (default 1000000, so almost every call is admitted; for concurrency, --concurrency)")
 	window := fs.Duration("window", time.Second, "policy window")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal, runs over 2s), on, off")
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	switch {
@@ -60,9 +60,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--algorithm must name exactly one algorithm")
 	}
 	alg := algs[0]
+	if *limit == 0 {
+		// The concurrency limit keeps one entry per lease and caps its
+		// Limit; each caller holds at most one lease at a time.
+		*limit = 1_000_000
+		if _, ok := alg.(core.Leaser); ok {
+			*limit = int64(*conc)
+		}
+	}
 	p := core.Policy{Name: "bench", Limit: *limit, Window: *window}
 	if err := p.Validate(); err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	b, err := openBackend(ctx, *store)
 	if err != nil {
@@ -79,7 +87,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer closeStore()
 		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: prefix})
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
 		limiters = append(limiters, l)
 	}
@@ -87,8 +95,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i := range identities {
 		identities[i] = "client-" + strconv.Itoa(i)
 	}
-	fmt.Fprintf(stdout, "bench %s on %s: %d callers, %d keys, %d instances, %s, policy %s\n",
-		alg.Name(), b.Name, *conc, *keys, *instances, *duration, p)
+	fmt.Fprintf(stdout, "bench %s on %s: %s, %s, %s, %s, policy %s\n",
+		alg.Name(), b.Name, count(*conc, "caller"), count(*keys, "key"), count(*instances, "instance"), *duration, p)
 
 	showBar := *progress == "on" || *progress == "auto" && *duration > 2*time.Second && isTerminal(os.Stderr)
 	var bar *progressbar.ProgressBar
@@ -108,10 +116,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()
 	}
-	fmt.Fprintf(stdout, "\ndecisions   %d in %s: %.0f decisions/s\n", r.total, r.elapsed.Round(time.Millisecond), float64(r.total)/r.elapsed.Seconds())
+	fmt.Fprintf(stdout, "\ndecisions   %d in %s: %.0f decisions/s\n", r.total, round(r.elapsed), float64(r.total)/r.elapsed.Seconds())
 	fmt.Fprintf(stdout, "admitted    %d, denied %d, errors %d\n", r.admitted, r.total-r.admitted-r.errors, r.errors)
 	fmt.Fprintf(stdout, "latency     p50 %s  p99 %s  p99.9 %s  max %s\n",
-		r.hist.quantile(0.5), r.hist.quantile(0.99), r.hist.quantile(0.999), r.hist.max)
+		round(r.hist.quantile(0.5)), round(r.hist.quantile(0.99)), round(r.hist.quantile(0.999)), round(r.hist.max))
 	if r.firstErr != nil {
 		fmt.Fprintf(stdout, "first error %v\n", r.firstErr)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -40,7 +41,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	limit := fs.Int64("limit", 25, "units per window")
 	window := fs.Duration("window", 2*time.Second, "window length")
 	httpAlg := fs.String("http-algorithm", "sliding-log", "algorithm of the HTTP instances")
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *requests < 1 || *requests > 10_000 {
@@ -48,14 +49,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	p := core.Policy{Name: "demo", Limit: *limit, Window: *window}
 	if err := p.Validate(); err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	if *window > time.Minute {
 		return usagef("--window above 1m would keep the demo waiting")
 	}
 	alg, err := algorithm.ByName(*httpAlg)
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	if _, ok := alg.(core.Leaser); ok {
 		return usagef("--http-algorithm must be a rate algorithm, not %s", alg.Name())
@@ -114,6 +115,8 @@ func (d *demo) close() {
 type burst struct {
 	alg        core.Algorithm
 	admitted   int64
+	delayed    int64         // admitted with a Delay: queued (leaky bucket)
+	maxDelay   time.Duration // the longest of those delays
 	errors     int64
 	denied     core.Decision
 	limiters   []*core.Limiter
@@ -135,10 +138,11 @@ func (bu *burst) bound(p core.Policy, quota int64) (lo, hi int64, why string) {
 	case algorithm.TokenBucket, algorithm.GCRA:
 		// Burst + ⌊d/T⌋: the burst itself took d, and tokens came back.
 		if extra := d / t; extra > 0 {
-			return quota, quota + extra, fmt.Sprintf("exact up to refill: %d + ⌊%s / %s⌋", quota, bu.end.Sub(bu.start).Round(time.Millisecond), core.Micros(t))
+			return quota, quota + extra, fmt.Sprintf("exact up to refill: %d + ⌊%s / %s⌋", quota, round(bu.end.Sub(bu.start)), round(core.Micros(t)))
 		}
 	case algorithm.LeakyBucket:
-		return quota, quota + d/t, fmt.Sprintf("queue: %d at once, the rest delayed up to %s", p.Capacity(), p.Window)
+		return quota, quota + d/t, fmt.Sprintf("%d at once, %d queued (started up to %s late): delayed, not over-admitted",
+			bu.admitted-bu.delayed, bu.delayed, round(bu.maxDelay))
 	case algorithm.FixedWindow, algorithm.SlidingCounter:
 		if straddles {
 			return quota, 2 * quota, "the burst straddled an aligned window edge: up to 2× the limit"
@@ -198,6 +202,10 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 					}
 				case dec.Allowed:
 					bu.admitted++
+					if dec.Delay > 0 {
+						bu.delayed++
+						bu.maxDelay = max(bu.maxDelay, dec.Delay)
+					}
 				case bu.denied.Limit == 0:
 					bu.denied = dec
 				}
@@ -216,7 +224,7 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 	}
 	ok := true
 	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "algorithm\tadmitted\tlimit\tdenied Retry-After\tpromise")
+	fmt.Fprintln(tw, "algorithm\tadmitted\tlimit\tRetry-After\twait\tpromise")
 	for _, bu := range bursts {
 		quota := bu.limiters[0].Quota()
 		lo, hi, note := bu.bound(d.p, quota)
@@ -224,13 +232,15 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 			ok = false
 			note = fmt.Sprintf("WRONG: want %d..%d (%s); %d errors, first: %v", lo, hi, note, bu.errors, bu.firstErr)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", bu.alg.Name(), bu.admitted, quota, retryAfter(bu.denied), note)
+		ra, wait := retryAfter(bu.denied)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", bu.alg.Name(), bu.admitted, quota, ra, wait, note)
 	}
 	tw.Flush()
-	fmt.Fprintf(d.out, "(%d checks in %s)\n", d.requests*len(bursts), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(d.out, "(%d checks in %s)\n", d.requests*len(bursts), round(elapsed))
+	fmt.Fprintln(d.out, "Retry-After: what a 429 carries for the first denial (whole seconds, rounded up, as in part 2); wait: the exact time.")
 
 	wait := d.p.Window + 50*time.Millisecond - time.Since(last)
-	fmt.Fprintf(d.out, "\nwaiting %s for the window to pass…\n", wait.Round(10*time.Millisecond))
+	fmt.Fprintf(d.out, "\nwaiting %s for the window to pass…\n", round(wait))
 	if err := sleepCtx(ctx, wait); err != nil {
 		return false, err
 	}
@@ -259,11 +269,15 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-func retryAfter(dec core.Decision) string {
+// retryAfter is a denial's Retry-After as the HTTP adapters write it (whole
+// seconds, rounded up, at least 1), as part two prints it from a 429, and
+// its exact wait; "-" for a burst that had no denial.
+func retryAfter(dec core.Decision) (header, wait string) {
 	if dec.Limit == 0 {
-		return "-"
+		return "-", "-"
 	}
-	return dec.RetryAfter.Round(time.Millisecond).String()
+	secs := max(int64((dec.RetryAfter+time.Second-1)/time.Second), 1)
+	return strconv.FormatInt(secs, 10), round(dec.RetryAfter).String()
 }
 
 // instance is one HTTP server of the fleet.
@@ -391,7 +405,7 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 	if sample != nil {
 		wait = ra - time.Since(sampleAt)
 	}
-	fmt.Fprintf(d.out, "\nwaiting %s (the 429's Retry-After, counted from when it arrived)…\n", max(wait, 0).Round(10*time.Millisecond))
+	fmt.Fprintf(d.out, "\nwaiting %s (the 429's Retry-After, counted from when it arrived)…\n", round(max(wait, 0)))
 	if err := sleepCtx(ctx, wait); err != nil {
 		return ok, false, err
 	}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 )
 
 // Exit codes scripts can rely on.
@@ -32,12 +33,13 @@ const (
 	exitUnreachable = 3
 )
 
-// usageError is bad input from the command line: exit 2.
-type usageError struct{ msg string }
+// usageError is bad input from the command line: exit 2. usage, when set,
+// is the command's usage, printed after msg (a flag that did not parse).
+type usageError struct{ msg, usage string }
 
 func (e usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return usageError{msg: fmt.Sprintf(format, args...)} }
 
 // unreachableError is a store that did not answer: exit 3.
 type unreachableError struct{ err error }
@@ -72,11 +74,12 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		topUsage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		topUsage(stdout)
-		if len(args) == 0 {
-			return exitUsage
-		}
 		return exitOK
 	}
 	for _, c := range commands {
@@ -91,6 +94,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.As(err, &ue) && ue.usage != "":
+			fmt.Fprintf(stderr, "sluice %s: %v\n\n%s", c.name, err, ue.usage)
+			return exitUsage
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s --help' for usage.\n", c.name, err, c.name)
 			return exitUsage
@@ -122,32 +128,46 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
 }
 
-// newFlagSet returns a FlagSet whose errors come back as usage errors and
-// whose --help prints the command's synopsis and flags to stdout.
-func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: sluice %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
+// flagSet is a command's flags, its synopsis and where --help writes.
+type flagSet struct {
+	*flag.FlagSet
+	name, synopsis string
+	stdout         io.Writer
 }
 
-// parse parses args, mapping -h/--help to flag.ErrHelp (after printing
-// usage) and any other problem to a usage error.
-func parse(fs *flag.FlagSet, args []string) error {
+// newFlagSet returns the flags of command name. The flag package itself
+// prints nothing (it would print the usage on a bad flag, to its output,
+// and again for the caller): parse reports each outcome once.
+func newFlagSet(name, synopsis string, stdout io.Writer) *flagSet {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, name: name, synopsis: synopsis, stdout: stdout}
+}
+
+// usage is the command's synopsis and flags.
+func (fs *flagSet) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: sluice %s [flags]\n\n%s\n\nFlags:\n", fs.name, fs.synopsis)
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+// parse parses args. -h/--help prints the usage to stdout and returns
+// flag.ErrHelp (exit 0); a flag that does not parse, or a stray argument,
+// is a usage error that carries the usage, for stderr (exit 2).
+func (fs *flagSet) parse(args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fs.Usage()
+		io.WriteString(fs.stdout, fs.usage())
 		return flag.ErrHelp
 	case err != nil:
-		return usageError{err.Error()}
+		return usageError{msg: err.Error(), usage: fs.usage()}
 	case fs.NArg() > 0:
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0)), usage: fs.usage()}
 	}
 	return nil
 }

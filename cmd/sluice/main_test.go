@@ -200,6 +200,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"simulate", "--limit", "0"}, exitUsage, "Limit"},
 		{[]string{"demo", "--store", "redis://127.0.0.1:1"}, exitUnreachable, "did not answer"},
 		{[]string{"conformance", "--store", "memcache://127.0.0.1:1"}, exitUnreachable, "did not answer"},
+		{[]string{"conformance", "--store", "memory", "--clock-skew", "0"}, exitUsage, "--clock-skew must be positive"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := sluice(t, tt.args...)

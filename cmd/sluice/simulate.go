@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/core"
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -26,16 +26,16 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "sluice-simulate.png", "PNG `file` to write (\"\" for none)")
 	algs := fs.String("algorithms", "", "comma-separated algorithms (default: all seven)")
 	seed := fs.Uint64("seed", 1, "random seed of the tenants and retry-storm patterns")
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	pat, err := simulate.PatternByName(*pattern)
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	p := core.Policy{Name: "simulate", Limit: *limit, Window: *window, Burst: *burst}
 	if err := p.Validate(); err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	if *duration <= 0 || *duration > 24*time.Hour || *duration/p.Window > 100_000 {
 		return usagef("--duration must be positive, at most 24h and at most 100000 windows")
@@ -62,7 +62,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usagef("%s: %v", alg.Name(), err)
 		}
 		results = append(results, r)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t\n", r.Algorithm, r.Offered, r.Admitted, r.Rejected, r.WorstBurst, r.MaxDelay)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t\n", r.Algorithm, r.Offered, r.Admitted, r.Rejected, r.WorstBurst, round(r.MaxDelay))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nworst window: the most units one client had admitted in any trailing %s (limit %d).\n", p.Window, p.Limit)
@@ -117,7 +117,7 @@ func parseAlgorithms(s string) ([]core.Algorithm, error) {
 	for _, name := range splitComma(s) {
 		a, err := algorithm.ByName(name)
 		if err != nil {
-			return nil, usageError{err.Error()}
+			return nil, usageError{msg: err.Error()}
 		}
 		out = append(out, a)
 	}

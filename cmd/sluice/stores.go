@@ -60,8 +60,13 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		return b, nil
 	}
 	u, err := url.Parse(spec)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, usagef("bad --store %q: want memory, embedded, redis://host:port, valkey://host:port or memcache://host:port[,host:port]", spec)
+	switch {
+	case err != nil || u.Scheme == "":
+		return nil, usagef("bad --store %q: unknown scheme (none given); known: %s", spec, knownStores)
+	case !knownScheme(u.Scheme):
+		return nil, usagef("bad --store %q: unknown scheme %q; known: %s", spec, u.Scheme, knownStores)
+	case u.Host == "":
+		return nil, usagef("bad --store %q: no host:port after %s://", spec, u.Scheme)
 	}
 	addrs, err := hostList(u.Host)
 	if err != nil {
@@ -88,7 +93,21 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	case "memcache", "memcached":
 		return memcacheBackend(addrs)
 	}
-	return nil, usagef("bad --store %q: unknown scheme %q (memory, embedded, redis, redis+sentinel, valkey, memcache)", spec, u.Scheme)
+	return nil, usagef("bad --store %q: unknown scheme %q; known: %s", spec, u.Scheme, knownStores)
+}
+
+// knownStores lists every --store form, for messages.
+const knownStores = "memory, embedded, redis://host:port[/db], rediss://host:port[/db], " +
+	"redis://h1:p1,h2:p2 (cluster), redis+sentinel://host:port[,host:port...]/master, " +
+	"valkey://host:port[,host:port...], memcache://host:port[,host:port...]"
+
+// knownScheme reports whether openBackend opens URLs of scheme.
+func knownScheme(scheme string) bool {
+	switch scheme {
+	case "redis", "rediss", "redis+sentinel", "valkey", "memcache", "memcached":
+		return true
+	}
+	return false
 }
 
 // hostList splits "h1:p1,h2:p2" and checks each is host:port.

@@ -27,6 +27,19 @@ func PlotSize(n int) (w, h int) {
 	return int(PanelWidth.Dots(DPI) + 0.5), int((PanelHeight * vg.Length(n)).Dots(DPI) + 0.5)
 }
 
+// PanelTitle is the title of r's panel. A queue's panel (the leaky bucket)
+// says how many admissions it delayed: they start late, at the drain rate,
+// so a window's length can see more than the limit start without any
+// over-admission (the bound is the bucket's, Burst + ⌊(d + MaxDelay)/T⌋).
+func PanelTitle(r Result, p core.Policy, pat Pattern) string {
+	title := fmt.Sprintf("%s — %s: admitted %d of %d", r.Algorithm, pat.Name, r.Admitted, r.Offered)
+	if r.Delayed > 0 {
+		title += fmt.Sprintf(", %d queued, started up to %s late (delayed, not over-admitted)",
+			r.Delayed, r.MaxDelay.Round(time.Millisecond))
+	}
+	return title + fmt.Sprintf(", worst window %d (limit %d)", r.WorstBurst, p.Limit)
+}
+
 // WritePNG draws one panel per result: the units admitted to the busiest
 // tenant in the trailing window (of the policy's length) over time, against
 // the limit, which applies per tenant. A fixed
@@ -43,8 +56,7 @@ func WritePNG(w io.Writer, results []Result, p core.Policy, pat Pattern, d time.
 	}
 	for i, r := range results {
 		pl := plot.New()
-		pl.Title.Text = fmt.Sprintf("%s — %s: admitted %d of %d, worst window %d (limit %d)",
-			r.Algorithm, pat.Name, r.Admitted, r.Offered, r.WorstBurst, p.Limit)
+		pl.Title.Text = PanelTitle(r, p, pat)
 		pl.X.Label.Text = "seconds"
 		pl.Y.Label.Text = "in window"
 		pl.Y.Min = 0

@@ -116,6 +116,9 @@ type Result struct {
 	// window of the policy's length (the fixed window's boundary burst
 	// shows here).
 	WorstBurst int64
+	// Delayed counts the admissions that were queued (given a Delay > 0,
+	// leaky bucket): admitted, but started late.
+	Delayed int
 	// MaxDelay is the longest queueing delay given (leaky bucket).
 	MaxDelay time.Duration
 	// PerTenant counts admissions per tenant.
@@ -204,6 +207,9 @@ func Run(alg core.Algorithm, p core.Policy, pat Pattern, d time.Duration, seed u
 		res.Admitted++
 		res.PerTenant[e.req.Tenant]++
 		res.MaxDelay = max(res.MaxDelay, dec.Delay)
+		if dec.Delay > 0 {
+			res.Delayed++
+		}
 		for range e.req.N {
 			res.Starts = append(res.Starts, e.at+dec.Delay)
 			res.ByTenant[e.req.Tenant] = append(res.ByTenant[e.req.Tenant], e.at+dec.Delay)
