@@ -82,6 +82,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("the suite ran no check (%v)", runErr)
 	}
 	failed := printTable(stdout, results)
+	printSkips(stdout, parseSkips(out.Bytes()))
 	fmt.Fprintf(stdout, "\n%s in %s\n", map[bool]string{true: "FAIL", false: "PASS"}[failed || runErr != nil], round(time.Since(start)))
 	if failed || runErr != nil {
 		if !*verbose {
@@ -130,6 +131,64 @@ func printTable(w io.Writer, results map[[2]string]string) (failed bool) {
 	}
 	tw.Flush()
 	return failed
+}
+
+// parseSkips maps every skipped test below TestConformance ("path/algorithm"
+// or "path/algorithm/check") to the reason it logged, the first line it
+// logged under go test -v, which streams a test's log lines after its
+// "=== RUN" (or "=== NAME", "=== CONT") line.
+func parseSkips(out []byte) map[string]string {
+	said := map[string]string{}
+	skips := map[string]string{}
+	cur := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "=== "):
+			if f := strings.Fields(t); len(f) == 3 {
+				cur = f[2]
+			}
+		case strings.HasPrefix(t, "--- SKIP: "):
+			if f := strings.Fields(t); len(f) >= 3 {
+				if name, ok := strings.CutPrefix(f[2], "TestConformance/"); ok {
+					skips[name] = said[f[2]]
+				}
+			}
+		case strings.HasPrefix(t, "--- "):
+		case cur != "" && strings.HasPrefix(l, "    ") && said[cur] == "":
+			// "file.go:NN: message"
+			if _, msg, ok := strings.Cut(t, ": "); ok {
+				said[cur] = msg
+			}
+		}
+	}
+	return skips
+}
+
+// printSkips prints one line per skipped test with the reason the suite
+// gave, so that no check is left out without saying why.
+func printSkips(w io.Writer, skips map[string]string) {
+	if len(skips) == 0 {
+		return
+	}
+	names := make([]string, 0, len(skips))
+	for n := range skips {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "\nskipped:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, n := range names {
+		why := skips[n]
+		if why == "" {
+			why = "(no reason given)"
+		}
+		fmt.Fprintf(tw, "  %s\tSKIP\t%s\n", n, why)
+	}
+	tw.Flush()
 }
 
 // printFailures prints what failing checks said: everything but the
