@@ -28,6 +28,15 @@ const ConcurrencyMaxLimit = 10_000
 // instant. A clock that steps back never brings back a lease already
 // dropped, and a lease taken then expires LeaseTTL after that earlier now.
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, in flight never exceeds Limit as long as
+// holders release within LeaseTTL − X. With X > s a lease the off instance
+// took is reclaimed at most LeaseTTL + s after a correct instance's next
+// decision, not when real time catches up with its clock. Each handoff
+// between the two time lines (a decision of one just after a write of the
+// other) may reclaim the other's leases X (reader ahead) or X − s (reader
+// behind) early: at most Limit more in flight per handoff.
+//
 // Memory per key: the Go state is 1 + 16·k bytes for k leases (a version
 // byte, then an expiry and an id per lease), at most 160,001 bytes since
 // CheckPolicy caps Limit at ConcurrencyMaxLimit. The Lua twin keeps a Redis

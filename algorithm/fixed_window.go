@@ -17,6 +17,15 @@ import (
 // (Limit at the end of one window, Limit at the start of the next); use
 // SlidingLog where that burst matters.
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, at most Limit in every aligned window of
+// the keys' time line, whose edges real time sees up to X early or late.
+// With X > s the correct instances are never held past the end of the
+// window that holds their now + s, whose count keeps what the off instance
+// admitted; each handoff between the two time lines (a decision of one just
+// after a write of the other) may open a fresh window, always so when X >=
+// W: at most one Limit more per handoff.
+//
 // Memory per key: the Go state is 13 bytes (a version byte, the newest
 // admission time, the count of its window). The Lua twin keeps all that the
 // step's decisions read of it, the start of that window and the count, as

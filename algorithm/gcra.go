@@ -27,6 +27,17 @@ import (
 // interval leaves TAT >= t1 + n·T, each later one adds its n·T, and the
 // last needs TAT − B·T <= t2.)
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, at most B + ⌊(d + X)/T⌋ units in any real
+// interval of length d. With X > s the TAT a correct instance reads is at
+// most its now + B·T + s, a bucket drained as by a clock s ahead (TAT
+// alone cannot tell how much the far clock's admissions owe, so the clamp
+// assumes all of it): it is refused for at most s + n·T and has its whole
+// burst back within s + B·T, never an hour for a clock an hour fast. Each
+// handoff between the two time lines (a decision of one just after a write
+// of the other) credits up to ⌊X/T⌋ (reader ahead) or ⌊(X − s)/T⌋ (reader
+// behind) units not earned: at most B more per handoff.
+//
 // Memory per key: the Go state is 9 bytes (a version byte, TAT in µs as an
 // int64). The Lua twin keeps one Redis string, TAT in decimal, which Redis
 // stores as an integer. MEMORY USAGE is then 88 bytes for a key of up to 44 bytes

@@ -35,6 +35,17 @@ import (
 // come in order, so costs of at most B start at no more than B + ⌊d/T⌋
 // units in any interval of length d: the policy's rate.
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, at most B + ⌊(d + X + M)/T⌋ units in any
+// real interval of length d. With X > s the drain a correct instance reads
+// is at most its now + B·T + M + s, a queue filled as by a clock s ahead
+// (the clamp assumes the far clock's admissions owe all of it): it is
+// refused for at most s + n·T and has its whole Quota back within s + B·T
+// + M. Each handoff between the two time lines (a decision of one just
+// after a write of the other) drains up to ⌊X/T⌋ (reader ahead) or
+// ⌊(X − s)/T⌋ (reader behind) units not served: at most Quota more per
+// handoff.
+//
 // Memory per key: the Go state is 9 bytes (a version byte, drain in µs as
 // an int64). The Lua twin keeps one Redis string, drain in decimal, which
 // Redis stores as an integer: MEMORY USAGE as for GCRA (88 bytes for a key

@@ -25,6 +25,15 @@ import (
 // window and Limit − ⌈2·Limit/W⌉ units 2 µs before the end of the next. With
 // Limit = 1 that is 1: a unit in one window blocks the whole next one.
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, the bounds hold over the keys' time line,
+// whose windows real time sees up to X early or late. With X > s the
+// correct instances meet their whole Limit again within s + 2·W of their
+// first decision after the off instance's write (its counts are kept in the
+// windows of their now + s); each handoff between the two time lines (a
+// decision of one just after a write of the other) may age the counts by a
+// window or two: at most one Limit more per handoff.
+//
 // Memory per key: the Go state is 17 bytes (a version byte, the newest
 // admission time, prev, cur). The Lua twin keeps all that the step's
 // decisions read of it: the start of the newest admission's window, prev,

@@ -19,6 +19,16 @@ const SlidingLogMaxLimit = 10_000
 // Bound: exact. At most Limit units in every trailing window (t−W, t], for
 // every t; and a request is denied only when admitting it would break that.
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, at most Limit in every real interval of
+// length W − X. With X > s every unit the off instance admitted is counted
+// by the correct instances until at most their now + s + W, so they meet
+// their whole Limit again within s + W of their first decision after its
+// write; each handoff between the two time lines (a decision of one just
+// after a write of the other) may let the reader's window drop units the
+// other admitted up to X (reader ahead) or X − s (reader behind) ago: at
+// most Limit more per handoff.
+//
 // Memory per key: the Go state keeps one entry per unit admitted in the
 // trailing window, so at most Limit entries: 1 + 8·k bytes for k entries
 // (at most 80,001 bytes, since CheckPolicy caps Limit at

@@ -27,6 +27,16 @@ import (
 // admitted or denied exactly as it would be at H, so with a clock that steps
 // back the bound holds with each call counted at max(now, H).
 //
+// Clock skew (see the package doc; s is the store's ClockSkew, X the offset
+// of one instance): with X <= s, at most B + ⌊(d + X)/T⌋ units in any real
+// interval of length d. With X > s a correct instance's first decision
+// after the off instance wrote keeps the tokens and stands still only
+// until its now + s, then refills as usual: refused for at most s longer
+// than the tokens alone would make it wait. Each handoff between the two
+// time lines (a decision of one just after a write of the other) refills
+// ⌊X/T⌋ (reader ahead) or ⌊(X − s)/T⌋ (reader behind) tokens it did not
+// earn: at most B more per handoff.
+//
 // Memory per key: the Go state is 13 bytes (a version byte, tokens as a
 // uint32, last in µs as an int64). The Lua twin keeps one Redis string,
 // the digits of tokens + 1 followed by last in 16 digits. While tokens <=
