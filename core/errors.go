@@ -95,3 +95,37 @@ func (e *unknownOutcome) Unwrap() error { return e.err }
 func (e *unknownOutcome) Is(target error) bool {
 	return target == ErrOutcomeUnknown || target == ErrUnavailable
 }
+
+// ErrEvictable matches every *EvictionWarning: a server behind a store may
+// evict limiter keys (or the store could not tell whether it may), so limits
+// can silently reset.
+var ErrEvictable = errors.New("sluice: the store may evict limiter keys")
+
+// EvictionWarning says that a server behind a store may evict live limiter
+// keys, as Redis and Valkey do under any maxmemory-policy but noeviction
+// (volatile-* too: every limiter key has a TTL), or that the store could not
+// read the policy (Policy "unknown", Err says why). An evicted key reads as
+// absent, so each eviction of a live key can admit up to one more quota for
+// its identity. It is a warning: the store goes on deciding.
+type EvictionWarning struct {
+	Addr   string // the server, when known
+	Policy string // its eviction policy, or "unknown"
+	Err    error  // why the policy is unknown; nil when it was read
+}
+
+func (w *EvictionWarning) Error() string {
+	where := "sluice: "
+	if w.Addr != "" {
+		where += w.Addr + ": "
+	}
+	if w.Err != nil {
+		return where + "eviction policy unknown (" + w.Err.Error() + "): limiter keys may be evicted, each eviction admitting up to one more quota"
+	}
+	return where + "maxmemory-policy " + w.Policy + " may evict limiter keys, each eviction admitting up to one more quota"
+}
+
+// Is makes errors.Is(err, ErrEvictable) true.
+func (w *EvictionWarning) Is(target error) bool { return target == ErrEvictable }
+
+// Unwrap returns why the policy is unknown, or nil.
+func (w *EvictionWarning) Unwrap() error { return w.Err }

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -29,27 +30,51 @@ import (
 // is configured that way already is used as it is, sharing its pool.
 
 // storeClient returns the client the store sends with, whether the store
-// owns it (and must close it), and the cluster client when it is one.
-func storeClient(c goredis.UniversalClient) (goredis.UniversalClient, bool, *goredis.ClusterClient) {
+// owns it (and must close it), and the cluster client when it is one. A
+// client the store builds calls onConnect after each new connection's own
+// OnConnect (the store then checks the server's eviction policy again).
+func storeClient(c goredis.UniversalClient, onConnect func()) (goredis.UniversalClient, bool, *goredis.ClusterClient) {
 	switch c := c.(type) {
 	case *goredis.Client:
 		if o := c.Options(); !safeClientOptions(o) {
-			return goredis.NewClient(clientOptions(o)), true, nil
+			n := clientOptions(o)
+			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
+			return goredis.NewClient(n), true, nil
 		}
 		return c, false, nil
 	case *goredis.ClusterClient:
 		if o := c.Options(); !safeClusterOptions(o) {
-			cc := goredis.NewClusterClient(clusterOptions(o))
+			n := clusterOptions(o)
+			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
+			cc := goredis.NewClusterClient(n)
 			return cc, true, cc
 		}
 		return c, false, c
 	case *goredis.Ring:
 		if o := c.Options(); !safeRingOptions(o) {
-			return goredis.NewRing(ringOptions(o)), true, nil
+			n := ringOptions(o)
+			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
+			return goredis.NewRing(n), true, nil
 		}
 		return c, false, nil
 	}
 	return c, false, nil
+}
+
+// withOnConnect chains hook after a caller's OnConnect.
+func withOnConnect(user func(context.Context, *goredis.Conn) error, hook func()) func(context.Context, *goredis.Conn) error {
+	if hook == nil {
+		return user
+	}
+	return func(ctx context.Context, cn *goredis.Conn) error {
+		if user != nil {
+			if err := user(ctx, cn); err != nil {
+				return err
+			}
+		}
+		hook()
+		return nil
+	}
 }
 
 // Options() returns options after go-redis normalised them: for Client, a

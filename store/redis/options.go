@@ -36,6 +36,11 @@ type Options struct {
 	// Retry bounds the compare-and-set loop of the generic path
 	// (core.Store.Update). The zero value means core's defaults.
 	Retry core.RetryPolicy
+	// OnWarning, when set, hears each *core.EvictionWarning that the
+	// store's background check of the servers' maxmemory-policy finds (see
+	// Store.Check): at start-up, on a new connection, and every minute.
+	// It is called from a goroutine of the store's, one call at a time.
+	OnWarning func(error)
 	// ClockSkew is the largest disagreement between the clocks of the
 	// fleet's instances. On the generic path (core.Store.Update: algorithms
 	// without a Lua twin, Limiters with Config.NoScript) each instance's own

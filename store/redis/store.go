@@ -32,6 +32,8 @@ type Store struct {
 	single *batcher // the batcher of a client that is not a cluster
 	nodes  sync.Map // cluster: *goredis.Client (a master) → *batcher
 
+	watch *evictWatch // the background checks of the eviction policy
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -52,8 +54,10 @@ func New(c goredis.UniversalClient, opts *Options) *Store {
 	if isNil(c) {
 		return s
 	}
-	s.client, s.owned, s.cluster = storeClient(c)
+	w := new(evictWatch)
+	s.client, s.owned, s.cluster = storeClient(c, w.reconnected)
 	s.startBatcher()
+	s.watchEviction(w)
 	return s
 }
 
@@ -79,8 +83,12 @@ func NewFailover(fo *goredis.FailoverOptions, opts *Options) *Store {
 	if fo == nil {
 		return s
 	}
-	s.client, s.owned = goredis.NewFailoverClient(failoverOptions(fo)), true
+	w := new(evictWatch)
+	n := failoverOptions(fo)
+	n.OnConnect = withOnConnect(n.OnConnect, w.reconnected)
+	s.client, s.owned = goredis.NewFailoverClient(n), true
 	s.startBatcher()
+	s.watchEviction(w)
 	return s
 }
 
@@ -108,6 +116,7 @@ func (s *Store) Client() goredis.UniversalClient { return s.client }
 // matching core.ErrUnavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.watch.stop()
 		if s.owned {
 			s.closeErr = s.client.Close()
 		}
