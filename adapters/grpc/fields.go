@@ -1,0 +1,100 @@
+package sluicegrpc
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"google.golang.org/grpc/metadata"
+)
+
+// This file writes the IETF RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-11) as gRPC metadata, with the same
+// Structured Field List syntax (RFC 9651) as the HTTP policy:
+//
+//	ratelimit-policy: "per-ip";q=100;w=60, "streams";q=4;qu="concurrent-requests"
+//	ratelimit: "per-ip";r=41;t=17, "streams";r=3;t=60
+//
+// Policy names are SF Strings; core.Policy.Validate allows only
+// [A-Za-z0-9._-] in a name, so a name never needs escaping.
+
+// appendPolicyItem writes one ratelimit-policy item, as the HTTP policy
+// does: q is the long-run quota per window w; a bucket's burst, when it
+// differs from the rate, is the vendor parameter sluice-burst; a window that
+// is not a whole number of seconds has no w; a concurrency limit has no
+// window and the unit concurrent-requests.
+func appendPolicyItem(b *strings.Builder, p *core.Policy, concurrency bool, quota int64) {
+	b.WriteString(`"`)
+	b.WriteString(p.Name)
+	b.WriteString(`";q=`)
+	b.WriteString(strconv.FormatInt(p.Limit, 10))
+	if concurrency {
+		b.WriteString(`;qu="concurrent-requests"`)
+		return
+	}
+	if p.Window%time.Second == 0 {
+		b.WriteString(";w=")
+		b.WriteString(strconv.FormatInt(int64(p.Window/time.Second), 10))
+	}
+	if quota != p.Limit {
+		b.WriteString(";sluice-burst=")
+		b.WriteString(strconv.FormatInt(quota, 10))
+	}
+}
+
+// outcome is one layer's decision for one call.
+type outcome struct {
+	layer *layer
+	d     core.Decision
+	n     int64 // the units the call cost at this layer
+}
+
+// retryDelay is the wait of a call refused by the last layer of outs: the
+// longest over every layer that a retry could not pass now. That is the
+// refusing layer's RetryAfter, and also, for each earlier rate layer that
+// admitted the call but kept fewer units than it costs, the time until that
+// layer's quota is whole (ResetAfter): it would refuse the retry until
+// then. This is the HTTP policy's Retry-After, kept exact instead of in
+// whole seconds; it errs late, never early. An earlier concurrency layer
+// does not count: its lease is released with the refusal.
+func retryDelay(outs []outcome) time.Duration {
+	last := len(outs) - 1
+	ra := outs[last].d.RetryAfter
+	for i := range outs[:last] {
+		o := &outs[i]
+		if !o.layer.leaser && o.d.Remaining < o.n {
+			ra = max(ra, o.d.ResetAfter)
+		}
+	}
+	return max(ra, 0)
+}
+
+// fields returns the ratelimit-policy and ratelimit metadata from the
+// decisions that were made for this call: the same decisions that admitted
+// or refused it, never a second read. A Degraded decision gets no ratelimit
+// item: fail open knows nothing about the quota, and a fallback limiter's
+// counts are not the fleet's. Each t is its layer's own reset.
+func (p *Policy) fields(outs []outcome) metadata.MD {
+	var buf [256]byte
+	b := buf[:0]
+	for i := range outs {
+		o := &outs[i]
+		if o.d.Degraded {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, o.layer.item...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(o.d.Remaining, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(o.d.ResetAfter), 10)
+	}
+	md := metadata.MD{MetadataRateLimitPolicy: {p.policyField}}
+	if len(b) > 0 {
+		md[MetadataRateLimit] = []string{string(b)}
+	}
+	return md
+}

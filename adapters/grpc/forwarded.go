@@ -1,0 +1,233 @@
+package sluicegrpc
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// The Forwarded field (RFC 7239), parsed exactly as the HTTP policy parses it
+// (adapters/nethttp/forwarded.go; keep the two in step: the test
+// TestClientAgreesWithHTTP compares them):
+//
+//	Forwarded         = 1#forwarded-element
+//	forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )
+//	forwarded-pair    = token "=" value
+//	value             = token / quoted-string
+//	node              = nodename [ ":" node-port ]
+//	nodename          = IPv4address / "[" IPv6address "]" / "unknown" / obfnode
+//
+// Each proxy appends one element; its "for" parameter is the node the proxy
+// received the request from. An IPv6 node is bracketed and, because ':' and
+// '[' are not token characters, quoted.
+
+// hop is one element's "for" node: ok is false when the element has no
+// usable address (missing, "unknown", obfuscated, or malformed).
+type hop struct {
+	addr netip.Addr
+	ok   bool
+}
+
+// walkForwarded is walkXFF for Forwarded: it parses every element, then
+// walks them from the right with the same rule.
+func walkForwarded(lines []string, last netip.Addr, trusted func(netip.Addr) bool) netip.Addr {
+	var inline [16]hop
+	hops := inline[:0]
+	for _, line := range lines {
+		hops = parseForwarded(line, hops)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		h := hops[i]
+		if !h.ok {
+			return last
+		}
+		if !trusted(h.addr) {
+			return h.addr
+		}
+		last = h.addr
+	}
+	return last
+}
+
+// parseForwarded appends the hop of every element of one field line. A
+// malformed element becomes a hop that is not ok; parsing resumes at the
+// next comma outside a quoted string.
+func parseForwarded(s string, hops []hop) []hop {
+	i := 0
+	for {
+		var h hop
+		seen, bad := false, false
+		for !bad {
+			i = skipOWS(s, i)
+			if i >= len(s) || s[i] == ',' {
+				break
+			}
+			if s[i] == ';' {
+				i++
+				continue
+			}
+			k := scanToken(s, i)
+			if k == i || k >= len(s) || s[k] != '=' {
+				bad = true
+				break
+			}
+			key := s[i:k]
+			i = k + 1
+			var val string
+			var ok bool
+			val, i, ok = scanValue(s, i)
+			if !ok {
+				bad = true
+				break
+			}
+			if strings.EqualFold(key, "for") {
+				if seen {
+					bad = true // two "for" in one element: which one?
+					break
+				}
+				seen = true
+				h.addr, h.ok = parseForNode(val)
+			}
+			i = skipOWS(s, i)
+			if i < len(s) && s[i] != ';' && s[i] != ',' {
+				bad = true
+			}
+		}
+		if bad {
+			h = hop{}
+			i = skipElement(s, i)
+		}
+		hops = append(hops, h)
+		if i >= len(s) {
+			return hops
+		}
+		i++ // the comma
+	}
+}
+
+// parseForNode reads a "for" value: an IPv4 address or a bracketed IPv6
+// address, with an optional port or obfuscated port. "unknown" and
+// obfuscated identifiers ("_hidden") are valid but are not addresses.
+func parseForNode(v string) (netip.Addr, bool) {
+	host, port := v, ""
+	if strings.HasPrefix(v, "[") {
+		end := strings.IndexByte(v, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		host, port = v[1:end], v[end+1:]
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || !forPort(port) {
+			return netip.Addr{}, false
+		}
+		return clean(a), true
+	}
+	if i := strings.IndexByte(v, ':'); i >= 0 {
+		host, port = v[:i], v[i:]
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() || !forPort(port) {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// forPort accepts "", ":8080" or an obfuscated port ":_abc".
+func forPort(s string) bool {
+	if s == "" {
+		return true
+	}
+	if s[0] != ':' || len(s) < 2 {
+		return false
+	}
+	s = s[1:]
+	if s[0] != '_' {
+		return validPort(s)
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return len(s) > 1
+}
+
+func skipOWS(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// scanToken returns the end of the token (RFC 9110 tchar run) at i.
+func scanToken(s string, i int) int {
+	for i < len(s) && isTchar(s[i]) {
+		i++
+	}
+	return i
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// scanValue reads a token or a quoted-string at i and returns its value and
+// the index after it. A quoted-string with escapes is unescaped (which
+// allocates; forwarding proxies do not escape, so this is rare).
+func scanValue(s string, i int) (string, int, bool) {
+	if i < len(s) && s[i] == '"' {
+		i++
+		start, escaped := i, false
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				escaped = true
+				i++
+			case '"':
+				v := s[start:i]
+				if escaped {
+					v = unescape(v)
+				}
+				return v, i + 1, true
+			}
+		}
+		return "", len(s), false // unterminated
+	}
+	k := scanToken(s, i)
+	if k == i {
+		return "", i, false
+	}
+	return s[i:k], k, true
+}
+
+func unescape(v string) string {
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			i++
+		}
+		b = append(b, v[i])
+	}
+	return string(b)
+}
+
+// skipElement moves i to the next comma outside a quoted string, or to the
+// end of s.
+func skipElement(s string, i int) int {
+	quoted := false
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			return i
+		}
+	}
+	return len(s)
+}
