@@ -1,0 +1,536 @@
+// Package client is client-side rate limiting: an http.RoundTripper that
+// honours the limits a server announces, so that a client of a limited API
+// waits for its quota instead of spending requests on 429s.
+//
+//	hc := &http.Client{Transport: &client.Transport{}}
+//	resp, err := hc.Get("https://api.example.com/v1/items") // waits when the quota is spent
+//
+// The Transport reads what the server says on every response: the IETF
+// RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers:
+// `RateLimit: "per-key";r=7;t=12`, `RateLimit-Policy: "per-key";q=100;w=60`),
+// and Retry-After on a 429 or 503. Before it sends a request, it waits until
+// every policy the server reported for that request's scope (by default,
+// its host) has a unit left: the r the server reported, less what has been
+// sent since; after t, the quota is whole again (q, or Sluice's sluice-burst
+// for a bucket). A Retry-After holds every request to that scope until it
+// passes. When nothing is known that allows more (a new scope, a policy
+// past its reset with no RateLimit-Policy, a spent quota with no reset),
+// it lets one request out at a time until a response says more, so a crowd
+// of waiting requests never stampedes a reset. A server that sends no
+// RateLimit fields is not held back after its first response.
+//
+// A request that would have to wait longer than MaxWait, or at all when
+// FailFast is set, is not sent: RoundTrip returns a *LimitedError (matching
+// ErrLimited) that says how long. Waiting honours the request's context.
+//
+// The Transport never retries a request that is not idempotent (RFC 9110:
+// GET, HEAD, OPTIONS, TRACE, PUT, DELETE); an idempotent one is retried after
+// a 429 only when Retries allows it and its body can be replayed.
+//
+// The server's t and Retry-After are whole seconds, rounded up by a Sluice
+// server, so the Transport errs late, never early: against a limit it is
+// told about, it sends no request that the limit refuses, except when other
+// clients share the quota.
+package client
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// ErrLimited matches every *LimitedError.
+var ErrLimited = errors.New("client: rate limited")
+
+// LimitedError is a request the Transport did not send, because the
+// server's limit would refuse it for longer than the Transport may wait.
+type LimitedError struct {
+	Scope  string        // the request's scope (its host, by default)
+	Policy string        // the policy that has no unit left, or "" for a Retry-After
+	Wait   time.Duration // how long until it could be sent
+}
+
+func (e *LimitedError) Error() string {
+	what := "Retry-After"
+	if e.Policy != "" {
+		what = "policy " + strconv.Quote(e.Policy)
+	}
+	return fmt.Sprintf("client: %s: %s allows the next request in %v", e.Scope, what, e.Wait.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrLimited) true.
+func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// DefaultMaxWait is Transport.MaxWait when it is zero.
+const DefaultMaxWait = time.Minute
+
+// DefaultMaxScopes is Transport.MaxScopes when it is zero.
+const DefaultMaxScopes = 1024
+
+// maxPolicies bounds the policies remembered per scope: a server that
+// sends more names than this (hostile, or broken) cannot grow the state.
+const maxPolicies = 16
+
+// Transport is an http.RoundTripper that honours the limits servers
+// announce (see the package doc). The zero value is ready to use; a
+// Transport is safe for concurrent use and must not be copied after first
+// use.
+type Transport struct {
+	// Base sends the requests. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// FailFast returns a *LimitedError at once instead of waiting.
+	FailFast bool
+	// MaxWait is the longest a request waits for its quota; a longer wait
+	// returns a *LimitedError at once. Zero means DefaultMaxWait; negative
+	// means never wait (the same as FailFast).
+	MaxWait time.Duration
+	// Retries is how many times an idempotent request whose body can be
+	// replayed is sent again after a 429, each after the wait the response
+	// asked for (within MaxWait). Zero means never: the 429 is returned.
+	Retries int
+	// Scope names the quota a request draws on. Nil means its URL's host
+	// (with port): every policy a server reports applies to every request
+	// to that host. Give a finer scope (host and first path segment, say)
+	// when a server limits routes apart.
+	Scope func(*http.Request) string
+	// MaxScopes bounds the scopes remembered; the least recently used is
+	// forgotten first. Zero means DefaultMaxScopes.
+	MaxScopes int
+
+	// now is the clock, for tests; nil means time.Now.
+	now func() time.Time
+
+	mu     sync.Mutex
+	scopes map[string]*list.Element // of *scope
+	lru    list.List                // most recently used first
+}
+
+// scope is what is known of one scope's limits.
+type scope struct {
+	name     string
+	blocked  time.Time          // no request before this (Retry-After)
+	policies map[string]*policy // by name
+	learned  bool               // a response has been read
+	inflight int                // requests sent and not yet answered
+	notify   chan struct{}      // closed (and replaced) when a response is read
+}
+
+// policy is one of a scope's limits, as the server last reported it.
+type policy struct {
+	known     bool      // remaining is the server's count, less what was sent since
+	remaining int64     // units left until reset
+	reset     time.Time // when the quota is whole again; zero once refilled
+	quota     int64     // the whole quota (0: unknown)
+	inflight  int64     // requests sent against it and not yet answered
+	// interval is, for a bucket (Sluice's sluice-burst), the time one unit
+	// takes to come back (w/q); zero for a window, whose units come back
+	// only at its reset. accrued is when remaining was last brought up to
+	// date with the units that came back since.
+	interval time.Duration
+	accrued  time.Time
+}
+
+// refill adds to remaining the units a bucket got back by now: one per
+// interval since accrued, up to its quota; the part of an interval not yet
+// complete is kept for the next call.
+func (p *policy) refill(now time.Time) {
+	if p.interval <= 0 || !p.known || p.accrued.IsZero() || !now.After(p.accrued) {
+		return
+	}
+	back := int64(now.Sub(p.accrued) / p.interval)
+	if p.remaining+back >= p.quota-p.inflight {
+		p.remaining, p.accrued = max(p.remaining, p.quota-p.inflight), now
+		return
+	}
+	p.remaining += back
+	p.accrued = p.accrued.Add(time.Duration(back) * p.interval)
+}
+
+// next is how long until a spent bucket has a unit back (0 for a window).
+func (p *policy) next(now time.Time) time.Duration {
+	if p.interval <= 0 || p.accrued.IsZero() {
+		return 0
+	}
+	return p.accrued.Add(p.interval).Sub(now)
+}
+
+func (t *Transport) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}
+
+func (t *Transport) maxWait() time.Duration {
+	switch {
+	case t.FailFast || t.MaxWait < 0:
+		return 0
+	case t.MaxWait == 0:
+		return DefaultMaxWait
+	}
+	return t.MaxWait
+}
+
+func (t *Transport) scopeOf(r *http.Request) string {
+	if t.Scope != nil {
+		return t.Scope(r)
+	}
+	return r.URL.Host
+}
+
+// get returns the scope named name, creating it (and forgetting the least
+// recently used one past MaxScopes). t.mu is held.
+func (t *Transport) get(name string) *scope {
+	if t.scopes == nil {
+		t.scopes = map[string]*list.Element{}
+	}
+	if e, ok := t.scopes[name]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*scope)
+	}
+	s := &scope{name: name, policies: map[string]*policy{}}
+	t.scopes[name] = t.lru.PushFront(s)
+	limit := t.MaxScopes
+	if limit <= 0 {
+		limit = DefaultMaxScopes
+	}
+	for t.lru.Len() > limit {
+		old := t.lru.Back()
+		t.lru.Remove(old)
+		delete(t.scopes, old.Value.(*scope).name)
+	}
+	return s
+}
+
+// RoundTrip sends r once its scope's limits allow it (see the package doc).
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	name := t.scopeOf(r)
+	for attempt := 0; ; attempt++ {
+		sent, err := t.admit(r.Context(), name)
+		if err != nil {
+			if r.Body != nil {
+				r.Body.Close() // a RoundTripper closes the body, even on error
+			}
+			return nil, err
+		}
+		resp, err := t.base().RoundTrip(r)
+		retry := t.learn(name, sent, resp, err)
+		if err != nil || retry <= 0 || attempt >= t.Retries || !replayable(r) {
+			return resp, err
+		}
+		if retry > t.maxWait() {
+			return resp, nil // the caller decides; the Transport will not wait that long
+		}
+		// Drain and close the 429 before sending again.
+		resp.Body.Close()
+		if r.GetBody != nil {
+			body, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			r = r.Clone(r.Context())
+			r.Body = body
+		}
+	}
+}
+
+// replayable reports whether r may be sent again by the Transport itself:
+// an idempotent method (RFC 9110 §9.2.2) and a body that can be replayed.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
+}
+
+// admit waits until a request may go to scope name, and counts it as sent
+// against every policy it draws on (returned, for learn).
+func (t *Transport) admit(ctx context.Context, name string) ([]*policy, error) {
+	for {
+		t.mu.Lock()
+		s := t.get(name)
+		now := t.clock()
+		wait, by, blind := s.state(now)
+		if wait <= 0 && blind && s.inflight > 0 && !t.FailFast {
+			// Nothing is known that allows more: wait for the response of
+			// the request already out, rather than stampede.
+			if s.notify == nil {
+				s.notify = make(chan struct{})
+			}
+			done := s.notify
+			t.mu.Unlock()
+			if err := sleepUntil(ctx, done, -1); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if wait <= 0 {
+			sent := make([]*policy, 0, len(s.policies))
+			for _, p := range s.policies {
+				if p.known {
+					p.remaining--
+				}
+				p.inflight++
+				sent = append(sent, p)
+			}
+			s.inflight++
+			t.mu.Unlock()
+			return sent, nil
+		}
+		t.mu.Unlock()
+		if wait > t.maxWait() {
+			return nil, &LimitedError{Scope: name, Policy: by, Wait: wait}
+		}
+		if err := sleepUntil(ctx, nil, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// state is, for a request to s at now: how long it must wait and the
+// policy that holds it ("" for Retry-After); or, when no wait is known,
+// whether it would go out blind (nothing learned yet, a policy whose count
+// is unknown, or one spent with no reset time), in which case only one
+// request may be out at a time. A policy past its reset is refilled to its
+// quota, once.
+func (s *scope) state(now time.Time) (wait time.Duration, by string, blind bool) {
+	wait, blind = s.blocked.Sub(now), !s.learned
+	for name, p := range s.policies {
+		if !p.reset.IsZero() && !p.reset.After(now) {
+			p.remaining, p.known, p.reset = p.quota-p.inflight, p.quota > 0, time.Time{}
+			p.accrued = now
+		}
+		p.refill(now)
+		switch {
+		case !p.known:
+			blind = true
+		case p.remaining > 0:
+		case p.interval > 0:
+			if w := p.next(now); w > wait {
+				wait, by = w, name
+			}
+		case p.reset.IsZero():
+			blind = true
+		default:
+			if w := p.reset.Sub(now); w > wait {
+				wait, by = w, name
+			}
+		}
+	}
+	return wait, by, blind
+}
+
+func sleepUntil(ctx context.Context, done <-chan struct{}, d time.Duration) error {
+	var timer <-chan time.Time
+	if d >= 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		timer = tm.C
+	}
+	select {
+	case <-timer:
+		return nil
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// learn reads what resp says about the limits of scope name, and returns
+// how long the server asked to wait before a retry (0: none asked, or not a
+// refusal).
+func (t *Transport) learn(name string, sent []*policy, resp *http.Response, err error) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.get(name)
+	for _, p := range sent {
+		p.inflight--
+	}
+	s.inflight--
+	if s.notify != nil {
+		close(s.notify)
+		s.notify = nil
+	}
+	if err != nil || resp == nil {
+		return 0
+	}
+	s.learned = true
+	now := t.clock()
+	quotas := parsePolicies(resp.Header.Values("RateLimit-Policy"))
+	for _, it := range parseRateLimit(resp.Header.Values("RateLimit")) {
+		p := s.policies[it.name]
+		if p == nil {
+			if len(s.policies) >= maxPolicies {
+				continue
+			}
+			p = &policy{}
+			s.policies[it.name] = p
+		}
+		if q, ok := quotas[it.name]; ok {
+			p.quota, p.interval = q.quota, q.interval
+		}
+		p.refill(now)
+		// The server counted r after this request; the requests still in
+		// flight will each take one more. Responses overtake each other, so
+		// within one reset period the count only goes down and the reset
+		// only later: a late answer with a higher r is an older one. A
+		// quota that refills sooner is taken back at the reset.
+		if left := it.r - p.inflight; !p.known || left < p.remaining {
+			p.remaining, p.accrued = left, now
+		}
+		p.known = true
+		if reset := now.Add(time.Duration(it.t) * time.Second); reset.After(p.reset) {
+			p.reset = reset
+		}
+	}
+	var ra time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
+			ra = d
+			if until := now.Add(d); until.After(s.blocked) {
+				s.blocked = until
+			}
+		}
+		if resp.StatusCode == http.StatusTooManyRequests && ra == 0 {
+			ra = time.Second // refused without a time: wait a little, not at all is a loop
+			if until := now.Add(ra); until.After(s.blocked) {
+				s.blocked = until
+			}
+		}
+	}
+	return ra
+}
+
+// maxSeconds caps a server's t and Retry-After: a week. A larger value is
+// a broken server, and time.Duration would overflow long before int64.
+const maxSeconds = 7 * 24 * 3600
+
+// retryAfter parses Retry-After: delay-seconds or an HTTP-date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, maxSeconds)) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(at.Sub(now), 0), maxSeconds*time.Second), true
+}
+
+type rateLimitItem struct {
+	name string
+	r, t int64
+}
+
+// parseRateLimit reads the RateLimit field: items named by a String, with
+// integer parameters r and t. Malformed fields and items are ignored.
+func parseRateLimit(vs []string) []rateLimitItem {
+	if len(vs) == 0 {
+		return nil
+	}
+	l, err := httpsfv.UnmarshalList(vs)
+	if err != nil {
+		return nil
+	}
+	var out []rateLimitItem
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		name, ok := it.Value.(string)
+		if !ok {
+			continue
+		}
+		r, rok := intParam(it.Params, "r")
+		tt, tok := intParam(it.Params, "t")
+		if !rok || !tok || r < 0 || tt < 0 {
+			continue
+		}
+		out = append(out, rateLimitItem{name: name, r: r, t: min(tt, maxSeconds)})
+	}
+	return out
+}
+
+// quotaOf is what RateLimit-Policy says of one policy.
+type quotaOf struct {
+	quota    int64         // the whole quota: sluice-burst where given, else q
+	interval time.Duration // a bucket's w/q; zero for a window
+}
+
+// parsePolicies reads RateLimit-Policy: each policy's whole quota, which is
+// Sluice's sluice-burst where given (a bucket's burst), else q. A policy
+// with sluice-burst is a bucket whose q units come back evenly over w
+// seconds; any other is read as a window, whose units come back at its
+// reset, which is right for both (a bucket read as a window only waits
+// longer).
+func parsePolicies(vs []string) map[string]quotaOf {
+	if len(vs) == 0 {
+		return nil
+	}
+	l, err := httpsfv.UnmarshalList(vs)
+	if err != nil {
+		return nil
+	}
+	out := map[string]quotaOf{}
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		name, ok := it.Value.(string)
+		if !ok {
+			continue
+		}
+		q, ok := intParam(it.Params, "q")
+		if !ok || q <= 0 {
+			continue
+		}
+		qo := quotaOf{quota: q}
+		if b, ok := intParam(it.Params, "sluice-burst"); ok && b > 0 {
+			qo.quota = b
+			if w, ok := intParam(it.Params, "w"); ok && w > 0 && w <= maxSeconds {
+				// Rounded up, so the client's refill is never faster than
+				// the server's.
+				qo.interval = (time.Duration(w)*time.Second + time.Duration(q) - 1) / time.Duration(q)
+			}
+		}
+		out[name] = qo
+	}
+	return out
+}
+
+func intParam(p *httpsfv.Params, name string) (int64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	v, ok := p.Get(name)
+	if !ok {
+		return 0, false
+	}
+	n, ok := v.(int64)
+	return n, ok
+}

@@ -1,0 +1,337 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adapters/nethttp"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// limitedServer is a real HTTP server on loopback behind Sluice's own
+// middleware, counting the requests that reach it and their outcomes.
+type limitedServer struct {
+	*httptest.Server
+	arrived, refused atomic.Int64
+}
+
+func newLimitedServer(t *testing.T, alg core.Algorithm, p core.Policy) *limitedServer {
+	t.Helper()
+	st := memory.New(nil)
+	t.Cleanup(func() { st.Close() })
+	l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := nethttp.New(nethttp.Config{Layers: []nethttp.Layer{{Limiter: l}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &limitedServer{}
+	limited := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.arrived.Add(1)
+		rec := &statusRecorder{ResponseWriter: w}
+		limited.ServeHTTP(rec, r)
+		if rec.status == http.StatusTooManyRequests {
+			s.refused.Add(1)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// A steady run of callers as fast as they can go: the Transport sends no
+// request that the server's limit refuses, and still gets close to all the
+// limit allows.
+func TestSteadyRunSendsNothingThatIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		alg core.Algorithm
+		p   core.Policy
+		// least is the share of what the limit allows that the client must
+		// get. A window's reset is told in whole seconds (t), rounded up,
+		// so the client may wait up to a second past each reset of a 1 s
+		// window; a bucket that says so (sluice-burst) is modelled unit by
+		// unit and loses next to nothing.
+		least float64
+	}{
+		{algorithm.GCRA{}, core.Policy{Name: "steady-gcra", Limit: 20, Window: time.Second}, 0.6},
+		{algorithm.FixedWindow{}, core.Policy{Name: "steady-fw", Limit: 20, Window: time.Second}, 0.6},
+		{algorithm.TokenBucket{}, core.Policy{Name: "steady-tb", Limit: 20, Window: time.Second, Burst: 10}, 0.9},
+	} {
+		t.Run(c.alg.Name(), func(t *testing.T) {
+			srv := newLimitedServer(t, c.alg, c.p)
+			hc := &http.Client{Transport: &Transport{}}
+			const run = 3 * time.Second
+			start := time.Now()
+			var ok atomic.Int64
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for i := 0; i < 1000 && time.Since(start) < run; i++ {
+						code, err := get(t, hc, srv.URL)
+						if err != nil {
+							t.Errorf("GET: %v", err)
+							return
+						}
+						if code == http.StatusOK {
+							ok.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if n := srv.refused.Load(); n != 0 {
+				t.Errorf("%d of %d requests sent were refused with 429; want none", n, srv.arrived.Load())
+			}
+			// What the limit allows over the run: the quota at once, plus
+			// the rate for the rest (a fixed window: a quota per window
+			// begun, at most one more than the run's seconds).
+			allowed := float64(c.p.Capacity()) + float64(c.p.Limit)*elapsed.Seconds()
+			if got := float64(ok.Load()); got < c.least*allowed || got > allowed+float64(c.p.Limit) {
+				t.Errorf("%v admitted in %v, want between %.0f%% of %.0f and the limit", got, elapsed.Round(time.Millisecond), 100*c.least, allowed)
+			}
+			t.Logf("%s: %d admitted in %v (the limit allows about %.0f), %d sent, %d refused", c.alg.Name(), ok.Load(), elapsed.Round(time.Millisecond), allowed, srv.arrived.Load(), srv.refused.Load())
+		})
+	}
+}
+
+func TestFailFastSendsNothingOnceSpent(t *testing.T) {
+	srv := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "ff", Limit: 3, Window: time.Hour})
+	hc := &http.Client{Transport: &Transport{FailFast: true}}
+	for i := range 3 {
+		if code, err := get(t, hc, srv.URL); err != nil || code != http.StatusOK {
+			t.Fatalf("request %d: %d, %v", i+1, code, err)
+		}
+	}
+	start := time.Now()
+	_, err := get(t, hc, srv.URL)
+	var le *LimitedError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLimited) || le.Policy != "ff" || le.Wait <= 0 || le.Wait > time.Hour+time.Second {
+		t.Fatalf("4th request: %v; want a *LimitedError for policy ff with a wait until the hour's window ends", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatalf("failing fast took %v", time.Since(start))
+	}
+	if n := srv.arrived.Load(); n != 3 {
+		t.Fatalf("%d requests reached the server, want 3", n)
+	}
+}
+
+func TestMaxWaitBoundsTheWait(t *testing.T) {
+	srv := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "mw", Limit: 1, Window: time.Hour})
+	hc := &http.Client{Transport: &Transport{MaxWait: 50 * time.Millisecond}}
+	if code, err := get(t, hc, srv.URL); err != nil || code != http.StatusOK {
+		t.Fatalf("first: %d, %v", code, err)
+	}
+	if _, err := get(t, hc, srv.URL); !errors.Is(err, ErrLimited) {
+		t.Fatalf("second: %v, want ErrLimited", err)
+	}
+	if n := srv.arrived.Load(); n != 1 {
+		t.Fatalf("%d requests reached the server, want 1", n)
+	}
+}
+
+func TestWaitHonoursTheContext(t *testing.T) {
+	srv := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "ctx", Limit: 1, Window: time.Hour})
+	hc := &http.Client{Transport: &Transport{MaxWait: 2 * time.Hour}}
+	if code, err := get(t, hc, srv.URL); err != nil || code != http.StatusOK {
+		t.Fatalf("first: %d, %v", code, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	start := time.Now()
+	_, err := hc.Do(req)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("%v after %v; want the context's deadline, promptly", err, time.Since(start))
+	}
+	if n := srv.arrived.Load(); n != 1 {
+		t.Fatalf("%d requests reached the server, want 1", n)
+	}
+}
+
+// Policies are per host: spending one server's quota holds nothing for
+// another.
+func TestScopesArePerHost(t *testing.T) {
+	a := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "shared-name", Limit: 1, Window: time.Hour})
+	b := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "shared-name", Limit: 5, Window: time.Hour})
+	hc := &http.Client{Transport: &Transport{FailFast: true}}
+	if code, err := get(t, hc, a.URL); err != nil || code != http.StatusOK {
+		t.Fatalf("a: %d, %v", code, err)
+	}
+	if _, err := get(t, hc, a.URL); !errors.Is(err, ErrLimited) {
+		t.Fatalf("a again: %v, want ErrLimited", err)
+	}
+	for i := range 5 {
+		if code, err := get(t, hc, b.URL); err != nil || code != http.StatusOK {
+			t.Fatalf("b %d: %d, %v", i+1, code, err)
+		}
+	}
+}
+
+// refuser answers every request 429 with Retry-After: 1, counting them.
+type refuser struct{ n atomic.Int64 }
+
+func (f *refuser) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.n.Add(1)
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusTooManyRequests,
+		Header:     http.Header{"Retry-After": {"1"}},
+		Body:       io.NopCloser(strings.NewReader("slow down")),
+		Request:    r,
+	}, nil
+}
+
+func TestNeverRetriesANonIdempotentRequest(t *testing.T) {
+	base := &refuser{}
+	hc := &http.Client{Transport: &Transport{Base: base, Retries: 3}}
+	resp, err := hc.Post("http://127.0.0.1:9/orders", "text/plain", strings.NewReader("one order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || base.n.Load() != 1 {
+		t.Fatalf("POST: status %d after %d sends; want the 429, sent once", resp.StatusCode, base.n.Load())
+	}
+}
+
+func TestRetriesAnIdempotentRequestWhenAsked(t *testing.T) {
+	base := &refuser{}
+	hc := &http.Client{Transport: &Transport{Base: base, Retries: 1}}
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:9/item", strings.NewReader("v"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.n.Load() != 2 || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("PUT: %d sends in %v; want 2, the second after Retry-After (1s)", base.n.Load(), time.Since(start))
+	}
+}
+
+// stub answers with the given header lines.
+type stub struct{ h http.Header }
+
+func (s stub) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: s.h.Clone(), Body: http.NoBody, Request: r}, nil
+}
+
+func TestMemoryIsBounded(t *testing.T) {
+	tr := &Transport{MaxScopes: 3, Base: stub{http.Header{"Ratelimit": {`"p";r=5;t=10`}}}}
+	hc := &http.Client{Transport: tr}
+	for i := range 20 {
+		if _, err := get(t, hc, fmt.Sprintf("http://127.0.0.%d:9/", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(tr.scopes); n != 3 || tr.lru.Len() != 3 {
+		t.Fatalf("%d scopes remembered, want 3", n)
+	}
+	// A server that names a hundred policies is remembered for maxPolicies.
+	var items []string
+	for i := range 100 {
+		items = append(items, fmt.Sprintf(`"p%d";r=5;t=10`, i))
+	}
+	tr = &Transport{Base: stub{http.Header{"Ratelimit": {strings.Join(items, ", ")}}}}
+	hc = &http.Client{Transport: tr}
+	if _, err := get(t, hc, "http://127.0.0.1:9/"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tr.get("127.0.0.1:9").policies); n != maxPolicies {
+		t.Fatalf("%d policies remembered, want %d", n, maxPolicies)
+	}
+}
+
+func TestMalformedFieldsAreIgnored(t *testing.T) {
+	for _, v := range []string{`garbage;;;`, `"p";r=-1;t=5`, `"p";r=x;t=5`, `p;r=1;t=1`, `"p";r=1`, `"p";r=1;t=99999999999999999`} {
+		tr := &Transport{FailFast: true, Base: stub{http.Header{"Ratelimit": {v}, "Retry-After": {"soon"}}}}
+		hc := &http.Client{Transport: tr}
+		for i := range 3 {
+			if _, err := get(t, hc, "http://127.0.0.1:9/"); err != nil && !strings.Contains(v, "99999") {
+				t.Fatalf("RateLimit %q, request %d: %v", v, i, err)
+			}
+		}
+	}
+}
+
+// A server that sends no RateLimit fields is not held back: once its first
+// response has said nothing, concurrent requests go out together.
+func TestSilentServerIsNotSerialized(t *testing.T) {
+	var inside atomic.Int64
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inside.Add(1) > 1 {
+			<-block
+		}
+	}))
+	defer srv.Close()
+	hc := &http.Client{Transport: &Transport{}}
+	if _, err := get(t, hc, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { get(t, hc, srv.URL) })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for inside.Load() < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := inside.Load() - 1
+	close(block)
+	wg.Wait()
+	if got != 4 {
+		t.Fatalf("%d of 4 concurrent requests reached a server that sends no RateLimit fields; want all at once", got)
+	}
+}
+
+func FuzzFields(f *testing.F) {
+	for _, s := range []string{`"a";r=1;t=2`, `"a";q=5;w=60;sluice-burst=9`, `, ,`, `"x";r=1;t=1, "y";r=0;t=3`, "Wed, 21 Oct 2015 07:28:00 GMT", "120"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		parseRateLimit([]string{v})
+		parsePolicies([]string{v})
+		if d, ok := retryAfter(v, time.Now()); ok && (d < 0 || d > maxSeconds*time.Second) {
+			t.Fatalf("Retry-After %q: %v", v, d)
+		}
+	})
+}
