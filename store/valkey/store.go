@@ -3,6 +3,8 @@ package valkey
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -31,17 +33,26 @@ type Options struct {
 	// Scripts are not affected: they set their own TTLs, on the server's
 	// clock unless the Limiter injects one.
 	ClockSkew time.Duration
+	// OnWarning, when set, hears each *core.EvictionWarning that the
+	// store's background check of the servers' maxmemory-policy finds (see
+	// Store.Check): when the store is built, and every minute. It is called
+	// from a goroutine of the store's, one call at a time.
+	OnWarning func(error)
 }
 
 // Store keeps Sluice's state in Valkey (or Redis) through a valkey-go
 // client. It is safe for concurrent use; share one Store, like one client,
 // across all limiters of a process.
 type Store struct {
-	c      valkeygo.Client
-	retry  core.RetryPolicy
-	skew   time.Duration
-	args   argCache
-	closed atomic.Bool
+	c         valkeygo.Client
+	retry     core.RetryPolicy
+	skew      time.Duration
+	args      argCache
+	closed    atomic.Bool
+	bad       error // why every call fails (a client the store must not use)
+	owned     bool  // Open built c: Close closes it
+	onWarning func(error)
+	watch     *evictWatch // the background checks of the eviction policy
 }
 
 var (
@@ -54,11 +65,15 @@ var (
 // New returns a Store over c, a single-node, sentinel or cluster client.
 // The Store does not own c: Close leaves it open, and the caller closes it
 // after the Store is no longer used. A nil c gives a Store whose every call
-// fails with an error matching core.ErrUnavailable.
+// fails with an error matching core.ErrUnavailable; so does a client built
+// with a ClientOption.ConnLifetime (see the package doc: valkey-go would
+// send a script again), with an error that says so. Prefer Open, which
+// refuses such an option at once.
 func New(c valkeygo.Client, opts *Options) *Store {
 	s := &Store{c: c, skew: DefaultClockSkew}
 	if opts != nil {
 		s.retry = opts.Retry
+		s.onWarning = opts.OnWarning
 		switch {
 		case opts.ClockSkew > 0:
 			s.skew = opts.ClockSkew
@@ -66,19 +81,76 @@ func New(c valkeygo.Client, opts *Options) *Store {
 			s.skew = 0
 		}
 	}
+	if c == nil {
+		return s
+	}
+	if hasConnLifetime(c) {
+		s.bad = errConnLifetime
+		return s
+	}
+	s.watchEviction()
 	return s
+}
+
+// Open builds a valkey-go client from opt and returns a Store over it that
+// owns it: Close closes the client too. It refuses, before connecting, an
+// opt with ConnLifetime set: valkey-go re-sends any command, writes
+// included, that fails on an expired connection, so a limiter script could
+// run twice (see the package doc). Other errors are valkeygo.NewClient's.
+func Open(opt valkeygo.ClientOption, opts *Options) (*Store, error) {
+	if opt.ConnLifetime != 0 {
+		return nil, fmt.Errorf("%w (got %s)", errConnLifetime, opt.ConnLifetime)
+	}
+	c, err := valkeygo.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("sluice/valkey: %w", err)
+	}
+	s := New(c, opts)
+	s.owned = true
+	return s, nil
 }
 
 var (
 	errClosed   = errors.New("sluice/valkey: store is closed")
 	errNoClient = errors.New("sluice/valkey: store has no client (New was given nil)")
+	// errConnLifetime: the client re-sends writes on an expired connection.
+	errConnLifetime = errors.New("sluice/valkey: ClientOption.ConnLifetime must be zero for a limiter's client: " +
+		"valkey-go sends any command again, writes included, that fails on an expired connection, which can run a script twice")
 )
+
+// hasConnLifetime reports whether c, one of valkey-go's own clients, was
+// built with ClientOption.ConnLifetime set. valkey-go keeps that only in
+// unexported fields (read here with reflect: a bool hasLftm on its single,
+// cluster and sentinel clients, the options on its standalone one); a client
+// of another type (a wrapper) is taken as it is. The store's tests hold this
+// to every kind of client valkey-go builds.
+func hasConnLifetime(c valkeygo.Client) bool {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	v = v.Elem()
+	if f := v.FieldByName("hasLftm"); f.IsValid() && f.Kind() == reflect.Bool {
+		return f.Bool()
+	}
+	for _, name := range [...]string{"opt", "mOpt"} {
+		f := v.FieldByName(name)
+		if f.IsValid() && f.Type() == reflect.TypeFor[*valkeygo.ClientOption]() && !f.IsNil() {
+			if l := f.Elem().FieldByName("ConnLifetime"); l.IsValid() && l.Kind() == reflect.Int64 {
+				return l.Int() != 0
+			}
+		}
+	}
+	return false
+}
 
 // ready reports why the store cannot take a call, or nil.
 func (s *Store) ready(ctx context.Context, op string) error {
 	switch {
 	case s.c == nil:
 		return &core.StoreError{Op: op, Err: errNoClient}
+	case s.bad != nil:
+		return &core.StoreError{Op: op, Err: s.bad}
 	case s.closed.Load():
 		return &core.StoreError{Op: op, Err: errClosed}
 	}
@@ -104,9 +176,17 @@ func (s *Store) Delete(ctx context.Context, key core.Key) error {
 }
 
 // Close marks the Store closed: later calls fail with an error matching
-// core.ErrUnavailable. It does not close the valkey-go client, which the
-// caller owns and may share. Close is idempotent and always returns nil.
+// core.ErrUnavailable, and the background checks of the eviction policy
+// end. It does not close a valkey-go client given to New, which the caller
+// owns and may share; it closes the one Open built. Close is idempotent and
+// always returns nil.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.watch.stop()
+	if s.owned {
+		s.c.Close()
+	}
 	return nil
 }

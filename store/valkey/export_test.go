@@ -1,0 +1,11 @@
+package valkey
+
+import "time"
+
+// SetEvictionCheckEvery sets how often stores built from now on check the
+// eviction policy, and returns a func that restores it.
+func SetEvictionCheckEvery(d time.Duration) (restore func()) {
+	old := evictionCheckEvery
+	evictionCheckEvery = d
+	return func() { evictionCheckEvery = old }
+}
