@@ -19,7 +19,7 @@ var allowed = []string{
 	"github.com/cespare/xxhash/v2",   // go-redis
 	"go.uber.org/atomic",             // valkey-go's tests' graph
 	"golang.org/x/sys",               // valkey-go
-	"github.com/dunglas/httpsfv",     // tests: an RFC 9651 parser checks every header
+	"github.com/dunglas/httpsfv",     // client reads RateLimit fields with it; tests check every header
 	"go.uber.org/goleak",             // tests: goroutines return to baseline
 	"golang.org/x/time",              // tests: x/time/rate is the memory store's reference
 }
