@@ -22,6 +22,16 @@ var (
 	// ErrOutcomeUnknown matches a store error after which the update may or
 	// may not have been applied (a reply lost after the request was sent).
 	// Such a call is never retried: retrying could count a request twice.
+	//
+	// A store classes each failure by what is known of it, and only the
+	// third class matches: not sent (no connection could be had: a refused
+	// or failed dial, a closed client, a deadline met before the request
+	// was written), rejected before writing (the server refused the request,
+	// or refused a script's first write, so nothing changed), or sent with
+	// its reply lost (a timeout, a broken connection once the request went
+	// out, an error raised after a script may have written). All three
+	// match ErrUnavailable. An Acquire whose outcome is unknown releases its
+	// lease id in the background (see Limiter.Acquire).
 	ErrOutcomeUnknown = errors.New("sluice: outcome unknown")
 	// ErrUnsupported is returned for an operation the algorithm or store
 	// does not offer (for example Acquire on a rate algorithm).

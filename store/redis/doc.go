@@ -121,13 +121,48 @@
 // A denial is a Decision, never an error. Every error the store returns is
 // a *core.StoreError, so it matches core.ErrUnavailable, which the Limiter's
 // failure policy turns into a fail-closed error, a fail-open admission or a
-// fallback decision. It also matches core.ErrOutcomeUnknown when the
-// command may have run: a timeout, a broken connection or a reply lost
-// after the command was sent, or an error raised inside a script. It does
-// not when the command provably did not run: a refused connection, an
-// exhausted pool, a closed client, a server that refused the command
-// (NOSCRIPT, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, BUSY,
-// NOAUTH, WRONGPASS, NOPERM, READONLY), or a deadline met while queued in
-// the batcher. The generic path adds core.ErrContention, and a failed GET,
-// which changed nothing. Every call returns by its context's deadline.
+// fallback decision. Each error falls in one of three classes, by what is
+// known of its command:
+//
+//   - Not sent: a refused or failed dial, an exhausted pool
+//     (goredis.ErrPoolTimeout, ErrPoolExhausted), a closed client or store,
+//     a deadline met while queued in the batcher, and a bare context error,
+//     which go-redis (v9.23, read in its source) returns only while a
+//     command waits for a pool turn or for a connection being dialled in
+//     the background; during an outage that is how a call ends, at its
+//     deadline, after go-redis's own dial retries.
+//   - Rejected before writing: an error reply that refuses the command
+//     (NOSCRIPT, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN,
+//     BUSY, NOAUTH, WRONGPASS, NOPERM, READONLY, OOM, MISCONF, NOREPLICAS),
+//     and OOM, READONLY, MISCONF or NOREPLICAS raised inside a script:
+//     Redis checks those for a script's write only while the script has
+//     written nothing, so the script changed nothing.
+//   - Unknown: the command was sent and its reply is lost (a timeout, a
+//     broken connection, a failed write, which in a pipeline may still
+//     have carried whole commands), or any other error raised inside a
+//     script, which may come after it wrote. Only these match
+//     core.ErrOutcomeUnknown; the Limiter never sends them again, and
+//     releases the lease of an Acquire among them (see core.Limiter.Acquire).
+//
+// The generic path adds core.ErrContention, and a failed GET, which changed
+// nothing. Every call returns by its context's deadline.
+//
+// # Eviction
+//
+// Under any maxmemory-policy but noeviction, Redis evicts keys when memory
+// runs short, limiter keys included (volatile-* policies too: every limiter
+// key has a TTL). An evicted key reads as absent, so its identity starts
+// afresh: each eviction of a live key can admit up to one more quota. Under
+// noeviction a full server refuses writes instead, with OOM, which the
+// store reports as rejected: the failure policy decides, nothing is
+// counted twice. Store.Check reads the policy of every server behind the
+// store (CONFIG GET maxmemory-policy) and returns a *core.EvictionWarning,
+// matching core.ErrEvictable, for each that may evict, or whose policy it
+// cannot read (CONFIG renamed or forbidden: Policy "unknown"; the store
+// decides as usual). With Options.OnWarning set, the store runs that check
+// by itself when it is built, when its own client opens a new connection
+// (at most every 10 s) and every minute, never per decision, and hands
+// each warning to OnWarning. Give Redis room (about 100 bytes per live key
+// of the fixed-size algorithms, see the README), run it with noeviction,
+// or watch its evicted_keys statistic.
 package redis

@@ -21,10 +21,12 @@
 //
 // New takes any valkeygo.Client: a single node, a cluster (valkey-go
 // discovers the slots and follows MOVED and ASK), sentinel, or a standalone
-// primary with replicas. Every command the store sends writes, or reads for
-// a write (GET before a compare-and-set), so a ClientOption.SendToReplicas
-// must route none of EVALSHA, EVAL, GET or SET to a replica. The Store does
-// not own the client: Close leaves it open for the caller to close.
+// primary with replicas, built without ClientOption.ConnLifetime (see
+// below). Every command the store sends writes, or reads for a write (GET
+// before a compare-and-set), so a ClientOption.SendToReplicas must route
+// none of EVALSHA, EVAL, GET or SET to a replica. A Store from New does not
+// own the client: Close leaves it open for the caller to close. Open builds
+// the client from a valkeygo.ClientOption, and its Store's Close closes it.
 //
 // valkey-go pipelines concurrent commands on one connection per node
 // (ClientOption.PipelineMultiplex) by itself, which is the fastest way to
@@ -51,18 +53,29 @@
 //
 // # Deadlines and unknown outcomes
 //
-// A call ends at its context's deadline, but the server may already have run
-// the script: valkey-go returns "context deadline exceeded" for a reply that
-// did not arrive in time, and a command still queued on the connection when
-// its context ends may yet be sent. Such an error, and any other client-side
-// error after the command may have gone out (a cancelled context, a broken
-// or closing connection), matches core.ErrOutcomeUnknown as well as
-// core.ErrUnavailable: the Limiter hands it to its failure policy, and the
-// script is never sent again for the same decision. The same holds for a
-// Lua runtime error (it may come after the script wrote) and a reply that
-// is not six integers. An error reply the server sends before running
-// anything (OOM, READONLY, BUSY, MOVED past the redirect limit, ...) and a
-// failed dial are known outcomes: nothing changed.
+// Each error falls in one of three classes, by what is known of its
+// command. Not sent: a failed or refused dial (valkey-go dials when a
+// command needs a connection, so during an outage each call fails at once
+// with the *net.OpError), a closed store, a context already ended. Rejected
+// before writing: an error reply the server sends before running anything
+// (OOM, READONLY, BUSY, MOVED past the redirect limit, ...), and OOM,
+// READONLY, MISCONF or NOREPLICAS raised inside a script, which Redis and
+// Valkey check for a script's write only while it has written nothing.
+// Unknown: everything else. A call ends at its context's deadline, but the
+// server may already have run the script: valkey-go returns "context
+// deadline exceeded" for a reply that did not arrive in time (it turns a
+// socket deadline into a bare context error, so such an error proves
+// nothing), and a command still queued on the connection when its context
+// ends may yet be sent. Such an error, and any other client-side error
+// after the command may have gone out (a cancelled context, a broken or
+// closing connection), matches core.ErrOutcomeUnknown as well as
+// core.ErrUnavailable: the Limiter hands it to its failure policy, never
+// sends the script again for the same decision, and releases the lease of
+// an Acquire among them (see core.Limiter.Acquire). The same holds for any
+// other Lua runtime error (it may come after the script wrote) and a reply
+// that is not six integers. The first call after a server went away may
+// still go out on the dead connection and is unknown; the calls after it
+// meet the refused dial.
 //
 // valkey-go itself never resends a script, as read in its v1.0.79 source:
 //
@@ -79,9 +92,15 @@
 //     above. The standalone client's REDIRECT handling is the same.
 //   - The one exception is ClientOption.ConnLifetime: valkey-go resends any
 //     command, writes included, that fails with its internal "connection is
-//     expired" error, and a command in flight on an expiring connection
-//     whose server stays silent for a second fails with that error. Leave
-//     ConnLifetime at zero (the default) on a client given to this store.
+//     expired" error (singleClient.Do: `if err == errConnExpired { goto
+//     retry }`, and likewise in its cluster and sentinel clients), which a
+//     command in flight on a connection whose lifetime ran out gets when the
+//     server stays silent for a second. The package's tests show a script
+//     run twice that way, with no error to its caller. So the store refuses
+//     such a client: Open rejects an option with ConnLifetime set, and New
+//     gives a store whose every call fails with an error that says so (it
+//     reads the setting from valkey-go's single, cluster, sentinel and
+//     standalone clients; a wrapper of another type is taken as it is).
 //
 // The package's tests hold both to this, behind a proxy that delivers
 // requests but withholds replies: a call returns at its deadline with an
@@ -105,6 +124,22 @@
 // an absent key, SET NX PX. TTLs are rounded up to whole milliseconds. Here
 // the Limiter's clock decides, not the server's. (Valkey 8.1's SET IFEQ
 // would do without the script; Redis has no such option.)
+//
+// # Eviction
+//
+// Under any maxmemory-policy but noeviction, the server evicts keys when
+// memory runs short, limiter keys included (volatile-* policies too: every
+// limiter key has a TTL). An evicted key reads as absent, so its identity
+// starts afresh: each eviction of a live key can admit up to one more
+// quota. Under noeviction a full server refuses writes with OOM instead,
+// which the store reports as rejected. Store.Check reads the policy of
+// every node the client knows (CONFIG GET maxmemory-policy) and returns a
+// *core.EvictionWarning, matching core.ErrEvictable, for each that may
+// evict or whose policy it cannot read (CONFIG renamed or forbidden: Policy
+// "unknown"; the store decides as usual). With Options.OnWarning set, the
+// store runs that check by itself when it is built and every minute, never
+// per decision, and hands each warning to OnWarning (valkey-go has no hook
+// on a new connection, so a reconnect waits for the next minute).
 //
 // # Errors
 //
