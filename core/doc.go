@@ -12,7 +12,11 @@
 // Every algorithm works in whole microseconds since the Unix epoch. A
 // Limiter reads its Clock once per decision. Stores that run scripts on the
 // server (Redis, Valkey) read the server's clock instead when the Limiter has
-// no Clock of its own, so that instances with skewed clocks agree.
+// no Clock of its own, so that instances with skewed clocks agree. Every
+// other store decides on each Limiter's clock; one that declares the skew it
+// allows for (ClockSkewer) has every state clamped before the step
+// (Clamper, WithClockSkew), so that an instance whose clock runs far ahead
+// cannot hold the keys it wrote in its future.
 //
 // # Keys
 //
