@@ -15,13 +15,13 @@ import (
 // policy in the background (a variable for the tests).
 var evictionCheckEvery = time.Minute
 
-const (
-	// evictionCheckTimeout bounds one background check.
-	evictionCheckTimeout = 2 * time.Second
-	// reconnectCheckGap: a new connection of the store's own client brings
-	// the next check forward, unless one started this recently.
-	reconnectCheckGap = 10 * time.Second
-)
+// reconnectCheckGap: a new connection of the store's own client brings the
+// next check forward, unless one started this recently (a variable for the
+// tests).
+var reconnectCheckGap = 10 * time.Second
+
+// evictionCheckTimeout bounds one background check.
+const evictionCheckTimeout = 2 * time.Second
 
 // Check reads the maxmemory-policy of every server behind the store (each
 // master of a cluster, each shard of a ring) with CONFIG GET. It returns nil
@@ -32,10 +32,10 @@ const (
 // forbidden, an unreachable server), reported as Policy "unknown". Check
 // changes nothing and never stops the store from deciding.
 //
-// The store runs the same check by itself, in the background: once when it
+// When Options.OnWarning is set, the store runs the same check by itself,
+// in the background, and hands it each warning found: once when the store
 // is built, again when its own client opens a new connection (at most every
-// 10 s), and every minute, never per decision, until Close. Each warning a
-// check finds goes to Options.OnWarning.
+// 10 s), and every minute, never per decision, until Close.
 func (s *Store) Check(ctx context.Context) error {
 	if s.client == nil {
 		return &core.StoreError{Op: "check", Err: errNoClient}
@@ -99,6 +99,7 @@ func evictionWarning(ctx context.Context, c goredis.Cmdable, addr string) *core.
 // alive: a store dropped without Close stops being checked.
 type evictWatch struct {
 	every   time.Duration // evictionCheckEvery when the store was built
+	gap     time.Duration // reconnectCheckGap when the store was built
 	mu      sync.Mutex
 	timer   *time.Timer
 	closed  bool
@@ -106,10 +107,14 @@ type evictWatch struct {
 	last    time.Time // when the last check started
 }
 
-// watchEviction starts the background checks of s (see Check).
+// watchEviction starts the background checks of s (see Check), when
+// someone hears their warnings.
 func (s *Store) watchEviction(w *evictWatch) {
+	if s.opts.OnWarning == nil {
+		return
+	}
 	s.watch = w
-	w.every = evictionCheckEvery
+	w.every, w.gap = evictionCheckEvery, reconnectCheckGap
 	w.start(weak.Make(s))
 }
 
@@ -144,7 +149,7 @@ func (s *Store) checkAndReport(w *evictWatch) {
 	ctx, cancel := context.WithTimeout(context.Background(), evictionCheckTimeout)
 	err := s.Check(ctx)
 	cancel()
-	if err == nil || s.opts.OnWarning == nil {
+	if err == nil {
 		return
 	}
 	warns := []error{err}
@@ -167,7 +172,7 @@ func (s *Store) checkAndReport(w *evictWatch) {
 func (w *evictWatch) reconnected() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.running || w.timer == nil || time.Since(w.last) < reconnectCheckGap {
+	if w.closed || w.running || w.timer == nil || time.Since(w.last) < w.gap {
 		return
 	}
 	if w.timer.Stop() {

@@ -144,3 +144,39 @@ func TestCheckCluster(t *testing.T) {
 		t.Fatalf("Check on a noeviction cluster = %v", err)
 	}
 }
+
+// TestEvictionWarningOnReconnect: a new connection of the store's own
+// client (here after the server dropped every client) brings the check
+// forward, long before the periodic one.
+func TestEvictionWarningOnReconnect(t *testing.T) {
+	oldEvery, oldGap := evictionCheckEvery, reconnectCheckGap
+	evictionCheckEvery, reconnectCheckGap = time.Hour, 0
+	t.Cleanup(func() { evictionCheckEvery, reconnectCheckGap = oldEvery, oldGap })
+	srv := startServer(t)
+	warns := make(chan error, 10)
+	s := New(goredis.NewClient(&goredis.Options{Addr: srv.addr}), &Options{OnWarning: func(err error) { warns <- err }})
+	t.Cleanup(func() { _ = s.Close() })
+	lim, err := core.New(core.Config{Policy: core.Policy{Name: "reconnect", Limit: 5, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := lim.Allow(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the start-up check is done
+	setPolicy(t, srv.admin, "allkeys-lru")
+	if err := srv.admin.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50 && len(warns) == 0; i++ {
+		_, _ = lim.Allow(ctx, "a") // the first may meet the dropped connection
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-warns:
+		wantWarning(t, err, srv.addr, "allkeys-lru")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no warning after the store reconnected to a server that now evicts")
+	}
+}
