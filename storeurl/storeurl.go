@@ -391,7 +391,7 @@ func openRedis(u *url.URL, q url.Values) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.MaxRetries = -1
+	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
 	c := goredis.NewClient(opt)
 	s := sredis.New(c, so)
 	return &Backend{Store: s, Name: "redis " + addrs[0], ping: redisPing(c), close: []func() error{s.Close, c.Close}}, nil
@@ -414,7 +414,7 @@ func openRedisCluster(u *url.URL, q url.Values) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.MaxRetries = -1
+	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
 	c := goredis.NewClusterClient(opt)
 	s := sredis.New(c, so)
 	return &Backend{Store: s, Name: "redis cluster " + strings.Join(addrs, ","), ping: redisPing(c), close: []func() error{s.Close, c.Close}}, nil
@@ -449,7 +449,9 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	s := sredis.NewFailover(fo, so)
 	probe := func(ctx context.Context) error {
-		c := goredis.NewFailoverClient(fo)
+		fo := *fo
+		fo.ContextTimeoutEnabled = true
+		c := goredis.NewFailoverClient(&fo)
 		defer c.Close()
 		return c.Ping(ctx).Err()
 	}

@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	goredis "github.com/redis/go-redis/v9"
-	valkeygo "github.com/valkey-io/valkey-go"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memcache"
 	"github.com/sluicehq/sluice/store/memory"
-	sredis "github.com/sluicehq/sluice/store/redis"
-	svalkey "github.com/sluicehq/sluice/store/valkey"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // dialTimeout bounds how long a store may take to answer its first PING.
@@ -50,12 +47,13 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := redisBackend(ctx, []string{m.Addr()}, nil, "embedded Redis (miniredis "+m.Addr()+")")
+		b, err := urlBackend(ctx, "redis://"+m.Addr())
 		if err != nil {
 			m.Close()
 			return nil, err
 		}
 		closeB := b.Close
+		b.Name = "embedded Redis (miniredis " + m.Addr() + ")"
 		b.Close = func() { closeB(); m.Close() }
 		return b, nil
 	}
@@ -68,46 +66,38 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	case u.Host == "":
 		return nil, usagef("bad --store %q: no host:port after %s://", spec, u.Scheme)
 	}
+	// The command asks for every port: a store named on a command line
+	// that falls back to a default port is a typo found late.
 	addrs, err := hostList(u.Host)
 	if err != nil {
 		return nil, usagef("bad --store %q: %v", spec, err)
 	}
-	switch u.Scheme {
-	case "redis", "rediss":
-		if len(addrs) == 1 {
-			opt, err := goredis.ParseURL(spec)
-			if err != nil {
-				return nil, usagef("bad --store %q: %v", spec, err)
-			}
-			return redisBackend(ctx, addrs, opt, "redis "+u.Host)
-		}
-		return redisBackend(ctx, addrs, nil, "redis cluster "+u.Host)
-	case "redis+sentinel":
-		master := strings.Trim(u.Path, "/")
-		if master == "" || strings.Contains(master, "/") {
-			return nil, usagef("bad --store %q: want redis+sentinel://host:port[,host:port...]/<master name>", spec)
-		}
-		return sentinelBackend(ctx, addrs, master)
-	case "valkey":
-		return valkeyBackend(ctx, addrs)
-	case "memcache", "memcached":
-		return memcacheBackend(addrs)
+	// The command's older spellings: memcached://, and redis:// with
+	// several hosts for a cluster.
+	switch {
+	case u.Scheme == "memcached":
+		u.Scheme = "memcache"
+	case (u.Scheme == "redis" || u.Scheme == "rediss") && len(addrs) > 1:
+		u.Scheme += "+cluster"
 	}
-	return nil, usagef("bad --store %q: unknown scheme %q; known: %s", spec, u.Scheme, knownStores)
+	// valkey-go dials in NewClient, which takes no context: its dial
+	// timeout is what bounds an unreachable server.
+	if q := u.Query(); (u.Scheme == "valkey" || u.Scheme == "valkeys") && !q.Has("dial_timeout") {
+		q.Set("dial_timeout", dialTimeout.String())
+		u.RawQuery = q.Encode()
+	}
+	return urlBackend(ctx, u.String())
 }
 
 // knownStores lists every --store form, for messages.
 const knownStores = "memory, embedded, redis://host:port[/db], rediss://host:port[/db], " +
-	"redis://h1:p1,h2:p2 (cluster), redis+sentinel://host:port[,host:port...]/master, " +
-	"valkey://host:port[,host:port...], memcache://host:port[,host:port...]"
+	"redis+cluster://h1:p1,h2:p2 (or redis://h1:p1,h2:p2), redis+sentinel://host:port[,host:port...]/master, " +
+	"valkey://host:port[,host:port...], memcache://host:port[,host:port...]; " +
+	"options as URL parameters (go doc github.com/sluicehq/sluice/storeurl)"
 
 // knownScheme reports whether openBackend opens URLs of scheme.
 func knownScheme(scheme string) bool {
-	switch scheme {
-	case "redis", "rediss", "redis+sentinel", "valkey", "memcache", "memcached":
-		return true
-	}
-	return false
+	return scheme == "memcached" || slices.Contains(storeurl.Schemes, scheme)
 }
 
 // hostList splits "h1:p1,h2:p2" and checks each is host:port.
@@ -135,103 +125,51 @@ func splitComma(s string) []string {
 	return out
 }
 
-// quietLog drops go-redis's own log lines (dial retries): the command
-// reports a store that does not answer itself, once.
+// quietLog drops go-redis's own log lines (dial retries, sentinel
+// announcements): the command reports a store that does not answer itself,
+// once.
 type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}
 
-func redisBackend(ctx context.Context, addrs []string, opt *goredis.Options, name string) (*backend, error) {
+// urlBackend opens rawURL with storeurl.Open, the function applications
+// use, and checks that the store answers within dialTimeout. Each NewStore
+// opens the URL again: a client of its own, as each instance of a fleet
+// has (the memory store excepted: it is one process's).
+func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	goredis.SetLogger(quietLog{})
-	newClient := func() goredis.UniversalClient {
-		switch {
-		case opt != nil:
-			o := *opt
-			o.ContextTimeoutEnabled, o.DialTimeout = true, dialTimeout
-			return goredis.NewClient(&o)
-		case len(addrs) == 1:
-			return goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true, DialTimeout: dialTimeout})
+	open := func() (*storeurl.Backend, error) {
+		b, err := storeurl.Open(rawURL)
+		if errors.Is(err, storeurl.ErrBadURL) {
+			return nil, usagef("bad --store: %v", err)
 		}
-		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, DialTimeout: dialTimeout})
+		if err != nil {
+			return nil, unreachableError{err}
+		}
+		return b, nil
 	}
-	return goredisBackend(ctx, name, newClient(), func() (core.Store, func()) {
-		c := newClient()
-		s := sredis.New(c, nil)
-		return s, func() { s.Close(); c.Close() }
-	})
-}
-
-// goredisBackend checks that probe answers PING within dialTimeout (and
-// closes it), and returns a backend whose stores newStore builds.
-func goredisBackend(ctx context.Context, name string, probe goredis.UniversalClient, newStore func() (core.Store, func())) (*backend, error) {
-	defer probe.Close()
-	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if err := probe.Ping(pctx).Err(); err != nil {
-		return nil, unreachableError{fmt.Errorf("%s did not answer PING within %s: %w", name, dialTimeout, err)}
-	}
-	return &backend{Name: name, Scripts: true, Shared: true, Close: func() {},
-		NewStore: func() (core.Store, func(), error) {
-			s, done := newStore()
-			return s, done, nil
-		}}, nil
-}
-
-// sentinelBackend decides on the primary that the sentinels at addrs watch
-// as master, through redis.NewFailover: each store has a failover client of
-// its own, which follows the sentinels' switches.
-func sentinelBackend(ctx context.Context, addrs []string, master string) (*backend, error) {
-	goredis.SetLogger(quietLog{})
-	opts := func() *goredis.FailoverOptions {
-		return &goredis.FailoverOptions{MasterName: master, SentinelAddrs: addrs, DialTimeout: dialTimeout}
-	}
-	name := "redis sentinel " + strings.Join(addrs, ",") + " master " + master
-	return goredisBackend(ctx, name, goredis.NewFailoverClient(opts()), func() (core.Store, func()) {
-		s := sredis.NewFailover(opts(), nil)
-		return s, func() { s.Close() }
-	})
-}
-
-func valkeyBackend(ctx context.Context, addrs []string) (*backend, error) {
-	newClient := func() (valkeygo.Client, error) {
-		return valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs, Dialer: net.Dialer{Timeout: dialTimeout}})
-	}
-	name := "valkey " + strings.Join(addrs, ",")
-	probe, err := newClient()
+	first, err := open()
 	if err != nil {
-		return nil, unreachableError{fmt.Errorf("%s: %w", name, err)}
+		return nil, err
 	}
-	defer probe.Close()
 	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	if err := probe.Do(pctx, probe.B().Ping().Build()).Error(); err != nil {
-		return nil, unreachableError{fmt.Errorf("%s did not answer PING within %s: %w", name, dialTimeout, err)}
+	if err := first.Ping(pctx); err != nil {
+		first.Close()
+		return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
 	}
-	return &backend{Name: name, Scripts: true, Shared: true, Close: func() {},
-		NewStore: func() (core.Store, func(), error) {
-			c, err := newClient()
-			if err != nil {
-				return nil, nil, unreachableError{err}
-			}
-			s := svalkey.New(c, nil)
-			return s, func() { s.Close(); c.Close() }, nil
-		}}, nil
-}
-
-func memcacheBackend(addrs []string) (*backend, error) {
-	newClient := func() *gomemcache.Client {
-		c := gomemcache.New(addrs...)
-		c.Timeout = dialTimeout
-		return c
+	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }}
+	b.Scripts = b.Shared && first.Scheme != "memcache"
+	if !b.Shared {
+		b.NewStore = func() (core.Store, func(), error) { return first.Store, func() {}, nil }
+		return b, nil
 	}
-	name := "memcached " + strings.Join(addrs, ",")
-	if err := newClient().Ping(); err != nil {
-		return nil, unreachableError{fmt.Errorf("%s did not answer: %w", name, err)}
+	b.NewStore = func() (core.Store, func(), error) {
+		s, err := open()
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Store, func() { s.Close() }, nil
 	}
-	return &backend{Name: name, Shared: true, Close: func() {},
-		NewStore: func() (core.Store, func(), error) {
-			c := newClient()
-			s := memcache.New(c, nil)
-			return s, func() { s.Close(); c.Close() }, nil
-		}}, nil
+	return b, nil
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// The command opens stores with storeurl.Open, so its parameters and its
+// errors are the library's.
+func TestStoreURLParameters(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	code, out, errOut := sluice(t, "bench", "--store", "redis://"+addr+"?pool_sise=4", "--duration", "100ms")
+	wantCode(t, code, exitUsage, out, errOut)
+	if !strings.Contains(errOut, "unexpected option: pool_sise") {
+		t.Errorf("a misspelt parameter: %q does not name it", errOut)
+	}
+	cluster := strings.Join(testenv.RedisClusterAddrs(t), ",")
+	for _, spec := range []string{
+		"redis://" + addr + "?pool_size=4&clock_skew=2s",
+		"redis+cluster://" + cluster + "?pipelines=4",
+		"memcache://" + strings.Join(testenv.MemcacheAddrs(t), ",") + "?max_idle_conns=16",
+	} {
+		code, out, errOut := sluice(t, "bench", "--store", spec, "--duration", "200ms")
+		wantCode(t, code, exitOK, out, errOut)
+	}
+}
