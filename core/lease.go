@@ -38,15 +38,16 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // slot under the lease id that nobody was given. Whatever the failure policy
 // (and also when the caller's context ended), Acquire then releases that id
 // in the background, as Release would (releasing an id the store does not
-// hold changes nothing): at most 5 attempts, each under
-// a fresh deadline of Config.Timeout (DefaultTimeout when the limiter has
-// none), the first at once, the next after a jittered backoff of half to all
-// of 1, 2, 4, 8 × that deadline, stopping at the first that succeeds. The
-// goroutine ends by itself within 20 × that deadline (2 s at the default
-// 100 ms) after Acquire returned. So once the store
-// answers again within that window, the slot is free right after it does
-// (a release sent during a stall runs when the stall ends); only a store
-// unreachable for the whole window leaves the slot to LeaseTTL. The
+// hold changes nothing): at most 5 attempts, each under a fresh deadline of
+// Config.Timeout (DefaultTimeout when the limiter has none), the first one
+// deadline after Acquire returned (by then a store has sent the Acquire, if
+// it ever will, so the release does not overtake it), the next after a
+// jittered backoff of half to all of 1, 2, 4, 8 × that deadline, stopping
+// at the first that succeeds. The goroutine ends by itself within 21 × that
+// deadline (2.1 s at the default 100 ms) after Acquire returned. So once the
+// store answers again within that window, the slot is free right after it
+// does (a release sent during a stall runs when the stall ends); only a
+// store unreachable for the whole window leaves the slot to LeaseTTL. The
 // Observer hears one "release" event for it, with the last attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
@@ -138,9 +139,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 const (
 	// orphanAttempts is the most release attempts for one such lease.
 	orphanAttempts = 5
-	// orphanWindow bounds, in attempt deadlines, how long the attempts and
-	// their backoffs last: 5 deadlines and at most 1+2+4+8 of backoff.
-	orphanWindow = orphanAttempts + 1 + 2 + 4 + 8
+	// orphanWindow bounds, in attempt deadlines, how long the wait before
+	// the first attempt, the attempts and their backoffs last: 1 + 5 + at
+	// most 1+2+4+8.
+	orphanWindow = 1 + orphanAttempts + 1 + 2 + 4 + 8
 )
 
 // orphansRunning counts the background releases still running (for tests).
@@ -160,7 +162,13 @@ func (l *Limiter) releaseOrphan(key Key, id uint64) {
 		start := time.Now()
 		var err error
 		for attempt := range orphanAttempts {
-			if attempt > 0 {
+			if attempt == 0 {
+				// A store may still send the Acquire until its deadline's
+				// worth after Acquire gave up (a batch that took it waits
+				// for the latest deadline among its calls); a release
+				// answered before that could leave its slot taken.
+				time.Sleep(wait)
+			} else {
 				// Half to all of 1, 2, 4, 8 deadlines: jittered, so that the
 				// releases of one stall do not return together.
 				b := wait << (attempt - 1)
