@@ -92,9 +92,11 @@ func (p *Policy) fields(outs []outcome) metadata.MD {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, seconds(o.d.ResetAfter), 10)
 	}
-	md := metadata.MD{MetadataRateLimitPolicy: {p.policyField}}
-	if len(b) > 0 {
-		md[MetadataRateLimit] = []string{string(b)}
+	if len(b) == 0 {
+		return metadata.MD{MetadataRateLimitPolicy: {p.policyField}}
 	}
-	return md
+	// Both values share one backing array, each capped so that an append
+	// to one copies instead of overwriting the other.
+	vs := []string{p.policyField, string(b)}
+	return metadata.MD{MetadataRateLimitPolicy: vs[0:1:1], MetadataRateLimit: vs[1:2:2]}
 }

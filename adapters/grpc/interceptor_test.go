@@ -10,9 +10,9 @@ import (
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
