@@ -29,15 +29,21 @@ const (
 	clockRefresh = time.Minute
 	// clockTimeout bounds one stats round trip.
 	clockTimeout = time.Second
+	// clockRetry is how long after a read that reached no server a caller
+	// that knows no clock goes without one (MaxRelativeExpiration) instead
+	// of waiting on another read: an unreachable server must not cost
+	// every long-lived decision a timeout.
+	clockRetry = 10 * time.Second
 )
 
 // serverClocks holds one reading of each server's clock.
 type serverClocks struct {
 	addrs []string
 
-	mu         sync.Mutex
-	readings   []clockReading // by index in addrs
-	refreshing bool
+	mu       sync.Mutex
+	readings []clockReading // by index in addrs
+	inflight chan struct{}  // closed when the read in progress ends; nil when none is
+	failedAt time.Time      // when the last read reached no server
 }
 
 // clockReading is a server's Unix time, in seconds, read at the instant at
@@ -59,35 +65,58 @@ func newServerClocks(addrs []string) *serverClocks {
 // up, and whether any server's clock is known. The latest is safe for every
 // key whatever server it lives on (the ServerSelector is gomemcache's): an
 // item on a server whose clock is behind lives that much longer, which
-// never admits more. With no reading yet it reads every server within ctx;
-// with a reading older than clockRefresh it answers from it and reads again
-// in the background (tracked by bg, so that Close waits for it).
+// never admits more. With a reading older than clockRefresh it answers from
+// it and reads again in the background; with none yet it waits, within
+// ctx, for a read (one at a time, shared by every caller), unless the last
+// one reached no server less than clockRetry ago. Reads are tracked by bg,
+// so that Close waits for them.
 func (c *serverClocks) now(ctx context.Context, bg *background) (int64, bool) {
 	c.mu.Lock()
 	latest, known, stale := c.latest()
-	if !known {
+	switch {
+	case known:
+		if stale && c.inflight == nil {
+			c.startRead(bg)
+		}
 		c.mu.Unlock()
-		c.refresh(ctx)
-		c.mu.Lock()
-		latest, known, _ = c.latest()
+		return latest, true
+	case c.inflight == nil && !c.failedAt.IsZero() && time.Since(c.failedAt) < clockRetry:
 		c.mu.Unlock()
-		return latest, known
+		return 0, false
+	case c.inflight == nil:
+		c.startRead(bg)
 	}
-	if stale && !c.refreshing {
-		c.refreshing = true
-		bg.add()
-		go func() {
-			defer bg.done()
-			ctx, cancel := context.WithTimeout(context.Background(), clockTimeout)
-			defer cancel()
-			c.refresh(ctx)
-			c.mu.Lock()
-			c.refreshing = false
-			c.mu.Unlock()
-		}()
-	}
+	done := c.inflight
 	c.mu.Unlock()
-	return latest, true
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	latest, known, _ = c.latest()
+	return latest, known
+}
+
+// startRead reads every server's clock in the background; c.mu is held.
+func (c *serverClocks) startRead(bg *background) {
+	done := make(chan struct{})
+	c.inflight = done
+	bg.add()
+	go func() {
+		defer bg.done()
+		ctx, cancel := context.WithTimeout(context.Background(), clockTimeout)
+		ok := c.refresh(ctx)
+		cancel()
+		c.mu.Lock()
+		if !ok {
+			c.failedAt = time.Now()
+		}
+		c.inflight = nil
+		c.mu.Unlock()
+		close(done)
+	}()
 }
 
 // latest is the latest extrapolated reading; c.mu is held.
@@ -109,18 +138,25 @@ func (c *serverClocks) latest() (latest int64, known, stale bool) {
 	return latest, known, stale
 }
 
-// refresh reads every server's clock; a server that cannot be read keeps
-// its last reading.
-func (c *serverClocks) refresh(ctx context.Context) {
+// refresh reads every server's clock, all at once, and reports whether any
+// answered; a server that cannot be read keeps its last reading.
+func (c *serverClocks) refresh(ctx context.Context) bool {
+	var wg sync.WaitGroup
+	answered := false
 	for i, addr := range c.addrs {
-		unix, err := readServerTime(ctx, addr)
-		if err != nil {
-			continue
-		}
-		c.mu.Lock()
-		c.readings[i] = clockReading{unix: unix, at: time.Now(), ok: true}
-		c.mu.Unlock()
+		wg.Go(func() {
+			unix, err := readServerTime(ctx, addr)
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.readings[i] = clockReading{unix: unix, at: time.Now(), ok: true}
+			answered = true
+			c.mu.Unlock()
+		})
 	}
+	wg.Wait()
+	return answered
 }
 
 var errNoTime = errors.New("sluice/memcache: stats carried no time")

@@ -110,3 +110,33 @@ func TestLongTTLIsAbsoluteOnServerClock(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreachableClockServer: a server in Options.Servers that cannot be
+// read costs no decision its deadline: long-lived states are then written
+// for 30 days, and the limit still holds.
+func TestUnreachableClockServer(t *testing.T) {
+	p := core.Policy{Name: "monthly", Limit: 2, Window: 30 * 24 * time.Hour}
+	s := newStore(t, &memcache.Options{Servers: []string{"127.0.0.1:1"}}, firstServer(t))
+	l, err := core.New(core.Config{Policy: p, Algorithm: algorithm.GCRA{}, Store: s, Prefix: "memcache-test", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uniqueKey(t).Identity
+	admitted := 0
+	start := time.Now()
+	for range 10 {
+		d, err := l.Allow(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != int(p.Limit) {
+		t.Fatalf("%d of 10 admitted under %d per %v", admitted, p.Limit, p.Window)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("10 decisions took %v with an unreachable clock server", el)
+	}
+}
