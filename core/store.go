@@ -66,8 +66,9 @@ type InProcess interface {
 // over such a store clamps every state it reads (Clamper): a stored time
 // more than ClockSkew ahead of what a step at its now could write is read,
 // and written back, as that bound, so one instance whose clock runs far
-// ahead cannot hold the keys it touched in the future. Scripts that read
-// the server's clock need no clamp, and get none.
+// ahead cannot hold the keys it touched in the future. Scripts get no clamp:
+// they read the server's clock, one for the whole fleet, unless the Limiter
+// has a Clock of its own (a test's).
 type ClockSkewer interface {
 	ClockSkew() time.Duration
 }

@@ -47,7 +47,8 @@ type Options struct {
 	// as an absolute Unix time on memcached's own clock; gomemcache does not
 	// expose its servers, so the Store reads each listed server's clock
 	// itself ("stats" time, on a connection of its own: once at the first
-	// such TTL, then in the background when a reading is a minute old) and
+	// such TTL, then in the background when a reading is a minute old; a
+	// read that reaches no server is not tried again for 10 seconds) and
 	// takes the latest, never the process's clock. Without Servers a TTL
 	// longer than 30 days is sent as 30 days: a state then lives 30 days
 	// after its last write, so a policy whose state needs longer (a
