@@ -159,3 +159,29 @@ return {1, 0, 0, 0, 0, 0}`)
 		t.Fatalf("a script that failed after a write: %v; want an unknown outcome", err)
 	}
 }
+
+// TestRejectedReplies: which error replies prove that a script wrote
+// nothing, in the forms Redis 7 / Valkey and Redis 6 give them.
+func TestRejectedReplies(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"NOSCRIPT No matching script. Please use EVAL.", true},
+		{"OOM command not allowed when used memory > 'maxmemory'.", true},
+		{"OOM command not allowed when used memory > 'maxmemory'. script: 177d, on @user_script:104.", true},
+		{"READONLY You can't write against a read only replica. script: 177d, on @user_script:9.", true},
+		{"MISCONF Redis is configured to save RDB snapshots. script: 177d, on @user_script:9.", true},
+		{"NOREPLICAS Not enough good replicas to write. script: 177d, on @user_script:9.", true},
+		{"ERR Error running script (call to f_177d): @user_script:1: @user_script: 1: -OOM command not allowed when used memory > 'maxmemory'.", true},
+		{"WRONGTYPE Operation against a key holding the wrong kind of value script: 177d, on @user_script:2.", false},
+		{"ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 177d, on @user_script:1.", false},
+		{"ERR Error running script (call to f_177d): @user_script:1: @user_script: 1: -WRONGTYPE Operation against a key", false},
+		{"BUSY Redis is busy running a script. script: 177d, on @user_script:1.", false},
+		{"OOMX not a code", false},
+	} {
+		if got := rejected(tc.msg); got != tc.want {
+			t.Errorf("rejected(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
+}
