@@ -33,6 +33,8 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // out (a release may free a slot sooner). Errors as for AllowN. When the
 // failure policy admits (fail open), the Lease is degraded and its Release
 // does nothing; with FailFallback, the fallback limiter's lease is returned.
+// In shadow mode (Config.Shadow) a refusal is admitted with a Lease that
+// holds no slot, whose Release does nothing.
 //
 // When the store's error matches ErrOutcomeUnknown, the store may hold a
 // slot under the lease id that nobody was given. Whatever the failure policy
@@ -74,8 +76,13 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 	case err != nil:
 		lease, d, err = l.failAcquire(ctx, identity, err)
 	}
+	shadowed := false
+	if err == nil && !d.Allowed && l.cfg.Shadow {
+		// A lease that holds no slot: its Release touches nothing (shadow.go).
+		lease, d, shadowed = &Lease{l: l, degraded: true}, shadowAdmission(d), true
+	}
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start)})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start), Shadowed: shadowed})
 	}
 	return lease, d, err
 }

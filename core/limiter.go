@@ -50,8 +50,14 @@ type Event struct {
 	Decision Decision
 	// Err is the store's error when the failure policy decided (Degraded),
 	// or the error returned to the caller.
-	Err      error
+	Err error
+	// Duration is how long the store call took, failure policy included.
+	// Zero for a decision of an in-process store's fast path (a Binder's
+	// Take is no store call, and is not timed).
 	Duration time.Duration
+	// Shadowed reports that the store refused and the Limiter, in shadow
+	// mode (Config.Shadow), admitted: Decision is the admission returned.
+	Shadowed bool
 }
 
 // Config configures a Limiter. Policy, Algorithm and Store are required.
@@ -95,6 +101,10 @@ type Config struct {
 	// Observer, when set, is called after every decision. It must be fast
 	// and safe for concurrent use.
 	Observer func(Event)
+	// Shadow decides and reports but never refuses: a refusal is returned
+	// as an admission and the Observer hears it with Event.Shadowed (see
+	// shadow.go). For the dark launch of a new limit.
+	Shadow bool
 	// NoScript forces the generic read-modify-write path even when the
 	// store and algorithm could run a script.
 	//
@@ -213,18 +223,19 @@ func (l *Limiter) Allow(ctx context.Context, identity string) (Decision, error) 
 // a Decision with Allowed false. Errors: ErrInvalidInput for an empty
 // identity or n outside 1..Quota() (nothing is written); ErrUnavailable when
 // the store could not decide and the failure policy is FailClosed; ctx.Err()
-// when ctx ends first. For the concurrency algorithm use Acquire.
+// when ctx ends first. In shadow mode (Config.Shadow) a refusal is returned
+// as an admission. For the concurrency algorithm use Acquire.
 func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decision, error) {
-	if l.taker != nil && l.cfg.Observer == nil {
-		// The in-process fast path: no lease, no deadline, no observer.
+	if l.taker != nil {
+		// The in-process fast path: no lease, no deadline, no timing.
 		if err := l.check(identity, n); err != nil {
 			return Decision{}, err
 		}
 		d, err := l.taker.Take(identity, l.step, l.now(), n, &l.p)
-		if err == nil {
+		if err == nil && d.Allowed && l.cfg.Observer == nil {
 			return d, nil
 		}
-		return l.fail(ctx, identity, n, err)
+		return l.settle(ctx, identity, n, d, err, time.Time{})
 	}
 	if l.leaser != nil {
 		return Decision{}, fmt.Errorf("%w: %s holds leases; use Acquire", ErrUnsupported, l.alg.Name())
@@ -236,19 +247,28 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	if l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	var d Decision
-	var storeErr error
-	if l.taker != nil {
-		d, storeErr = l.taker.Take(identity, l.step, l.now(), n, &l.p)
-	} else {
-		d, storeErr = l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
-	}
+	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	return l.settle(ctx, identity, n, d, err, start)
+}
+
+// settle finishes a decision of AllowN: the failure policy for a store
+// error, shadow mode for a refusal, then the Observer. A zero start means
+// the decision was not timed.
+func (l *Limiter) settle(ctx context.Context, identity string, n int64, d Decision, storeErr error, start time.Time) (Decision, error) {
 	err := storeErr
 	if err != nil {
 		d, err = l.fail(ctx, identity, n, err)
 	}
+	shadowed := false
+	if err == nil && !d.Allowed && l.cfg.Shadow {
+		d, shadowed = shadowAdmission(d), true
+	}
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start)})
+		var took time.Duration
+		if !start.IsZero() {
+			took = time.Since(start)
+		}
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: took, Shadowed: shadowed})
 	}
 	return d, err
 }

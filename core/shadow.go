@@ -1,0 +1,25 @@
+package core
+
+// Shadow mode (Config.Shadow) runs a policy for real, against the real
+// store, and reports every decision, but never refuses: the dark launch of
+// a new limit (envoy ratelimit's shadow_mode). The Observer hears each
+// would-be refusal with Event.Shadowed, so metrics show what the limit
+// would have refused before it is enforced.
+//
+// The caller gets an admission that says nothing about the refusal:
+// Allowed, no RetryAfter and no Delay, the Limit and ResetAfter the store
+// decided, and Remaining as it stands (zero, or less than the request's
+// cost). An HTTP adapter therefore answers as it does for any admission: no
+// 429, no Retry-After; its RateLimit fields (when it writes them) show the
+// policy with the remaining count, as for the last request a quota admits.
+// A shadow concurrency limiter (Acquire) returns a Lease that holds no slot:
+// its Release touches nothing.
+//
+// Shadow mode changes refusals only: a store error under FailClosed is
+// still an error, and the failure policy's decisions are shadowed like the
+// store's (a fallback's refusal is admitted, Degraded and Shadowed).
+
+// shadowAdmission is what a shadow limiter returns for the refusal d.
+func shadowAdmission(d Decision) Decision {
+	return Decision{Allowed: true, Degraded: d.Degraded, Limit: d.Limit, Remaining: max(d.Remaining, 0), ResetAfter: d.ResetAfter}
+}
