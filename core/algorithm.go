@@ -5,7 +5,7 @@ import "time"
 // Algorithm is a pure step over one key's state: no I/O, no clock reads.
 //
 // Step decides whether n units are admitted at time now (µs since the Unix
-// epoch) under policy p, given the key's state (nil when the key is new or
+// epoch) under policy p, given the key's state (empty when the key is new or
 // expired). It returns the next state, the TTL after which the key may be
 // dropped (when it would read as fresh anyway), and the decision. A nil next
 // means the state is unchanged and nothing needs writing (a denial, usually).

@@ -11,8 +11,9 @@ import (
 // one key. How it is made atomic is the store's business: a lock, a
 // compare-and-swap loop (see CASUpdate), or one server-side script.
 //
-// Update calls m.Apply with the key's current state (nil when the key is
-// absent or expired) and writes what Apply returns, with its TTL, as one
+// Update calls m.Apply with the key's current state (empty when the key is
+// absent or expired: nil, or a zero-length slice whose capacity Apply may
+// write into) and writes what Apply returns, with its TTL, as one
 // atomic step: no other Update of the same key may fall between the read
 // that Apply saw and the write. A store that retries (CAS) calls Apply again
 // on each attempt; the result of the call whose write succeeded is the one
@@ -28,7 +29,7 @@ type Store interface {
 
 // Mutation is one decision to be applied to one key's state.
 type Mutation interface {
-	// Apply computes the next state from state (nil when absent) and the
+	// Apply computes the next state from state (empty when absent) and the
 	// TTL after which an idle key may vanish. A nil next means "unchanged,
 	// write nothing". Apply is pure and may write next into state's backing
 	// array, so a store must pass a state it owns and not read it afterwards.

@@ -69,7 +69,7 @@ func TestExpiryFollowsTheDecisionsTime(t *testing.T) {
 		if err := s.Update(ctx, k, m); err != nil {
 			t.Fatal(err)
 		}
-		if got := m.saw != nil; got != tt.present {
+		if got := len(m.saw) > 0; got != tt.present {
 			t.Errorf("at %dµs after the write: present %v, want %v", tt.now-t0, got, tt.present)
 		}
 	}

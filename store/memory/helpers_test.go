@@ -71,7 +71,7 @@ func read(t *testing.T, s *Store, key core.Key) []byte {
 	var got []byte
 	seen := false
 	err := s.Update(context.Background(), key, fn(func(state []byte) ([]byte, time.Duration) {
-		got, seen = append([]byte(nil), state...), state != nil
+		got, seen = append([]byte(nil), state...), len(state) > 0
 		return nil, 0
 	}))
 	if err != nil {

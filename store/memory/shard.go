@@ -18,6 +18,9 @@ type shardData struct {
 	next int64
 	// evictions counts the live keys evicted to make room (Evictions).
 	evictions uint64
+	// scratch is where a step writes the state of a new key: the slot
+	// copies it in, so the step need not allocate one. Used under mu.
+	scratch [inlineCap]byte
 }
 
 // shard is padded to a cache line so that two shards' locks never share one.

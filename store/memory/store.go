@@ -103,7 +103,11 @@ func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
 }
 
 // open locks the shard of the key k and returns it, with k's slot (nil when
-// absent) and the state Apply must see at now (nil when absent or expired).
+// absent) and the state Apply must see at now: empty when absent or
+// expired, every algorithm reading an empty state as absent. The empty
+// state is the expired slot's own buffer, or the shard's scratch for a new
+// key, with their capacity, so that the step writes the fresh state in
+// place instead of allocating it.
 // Unless it returns an error, the caller must unlock the shard, by a defer:
 // a Mutation or Algorithm of the user's that panics must not leave every
 // key of the shard locked.
@@ -116,8 +120,13 @@ func (s *Store) open(k mapKey, now int64) (*shard, *slot, []byte, error) {
 	}
 	sl := sh.t.find(k)
 	var state []byte
-	if sl != nil && now < sl.expires {
+	switch {
+	case sl == nil:
+		state = sh.scratch[:0]
+	case now < sl.expires:
 		state = sl.state()
+	default:
+		state = sl.state()[:0]
 	}
 	return sh, sl, state, nil
 }

@@ -18,8 +18,8 @@ func TestUpdateHandsApplyTheKeysOwnState(t *testing.T) {
 	if err := s.Update(ctx, k, first); err != nil {
 		t.Fatal(err)
 	}
-	if first.calls != 1 || first.saw != nil {
-		t.Fatalf("new key: Apply called %d times with %v, want once with nil", first.calls, first.saw)
+	if first.calls != 1 || len(first.saw) != 0 {
+		t.Fatalf("new key: Apply called %d times with %v, want once with an empty state", first.calls, first.saw)
 	}
 
 	// Apply rewrites the state in place and returns it: the next Apply must
