@@ -16,6 +16,7 @@ var allowed = []string{
 	"github.com/bradfitz/gomemcache", // store/memcache
 	"github.com/redis/go-redis/v9",   // store/redis
 	"github.com/valkey-io/valkey-go", // store/valkey
+	"github.com/sony/gobreaker/v2",   // guard: the circuit breaker; small, no dependencies of its own
 	"github.com/cespare/xxhash/v2",   // go-redis
 	"go.uber.org/atomic",             // valkey-go's tests' graph
 	"golang.org/x/sys",               // valkey-go

@@ -1,0 +1,221 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Defaults for the fields of BreakerOptions.
+const (
+	// DefaultConsecutiveFailures opens the breaker after this many failures
+	// in a row.
+	DefaultConsecutiveFailures = 5
+	// DefaultFailureRatio opens the breaker when at least this share of the
+	// calls in the window failed (and at least DefaultMinCalls were made).
+	DefaultFailureRatio = 0.5
+	// DefaultMinCalls is the fewest calls in the window before the ratio
+	// counts.
+	DefaultMinCalls = 20
+	// DefaultWindow is the rolling window the ratio is counted over, in ten
+	// buckets.
+	DefaultWindow = 10 * time.Second
+	// DefaultCooldown is how long the breaker stays open before it lets
+	// probes through (half-open). It bounds the time from a store's recovery
+	// to its use again: at most Cooldown plus one call.
+	DefaultCooldown = 250 * time.Millisecond
+	// DefaultProbes is how many calls the half-open breaker lets through at
+	// once; that many successes in a row close it, one failure opens it.
+	DefaultProbes = 3
+)
+
+// ErrOpen matches the error of a call the breaker refused without sending
+// it: the breaker is open, or half-open with all its probes in flight. The
+// error also matches core.ErrUnavailable (so the Limiter's failure policy
+// decides), and never core.ErrOutcomeUnknown: nothing was sent.
+var ErrOpen = errors.New("sluice: circuit breaker open")
+
+// errRefused is what a refused call returns: a *core.StoreError over ErrOpen.
+var errRefused error = &core.StoreError{Op: "breaker", Err: ErrOpen}
+
+// State is a breaker's state.
+type State int
+
+// The states of a breaker.
+const (
+	// Closed: every call goes to the store, and failures are counted.
+	Closed State = iota
+	// HalfOpen: up to Probes calls at once go to the store; the others are
+	// refused with ErrOpen.
+	HalfOpen
+	// Open: every call is refused with ErrOpen, until Cooldown has passed.
+	Open
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half-open"
+	case Open:
+		return "open"
+	}
+	return "unknown"
+}
+
+// BreakerOptions configures a Breaker. A nil *BreakerOptions means all
+// defaults.
+type BreakerOptions struct {
+	// Name names the breaker in OnStateChange. Default "store".
+	Name string
+	// ConsecutiveFailures opens the breaker after that many failures in a
+	// row. Zero means DefaultConsecutiveFailures (5); negative disables
+	// this trigger.
+	ConsecutiveFailures int
+	// FailureRatio opens the breaker when that share (0 to 1) of the calls
+	// in Window failed, once MinCalls were made in it. Zero means
+	// DefaultFailureRatio (0.5); negative disables this trigger.
+	FailureRatio float64
+	// MinCalls is the fewest calls in Window before FailureRatio counts.
+	// Zero means DefaultMinCalls (20).
+	MinCalls int
+	// Window is the rolling window of FailureRatio, counted in ten buckets.
+	// Zero means DefaultWindow (10 s).
+	Window time.Duration
+	// Cooldown is how long the breaker stays open before it probes. Zero
+	// means DefaultCooldown (250 ms).
+	Cooldown time.Duration
+	// Probes is how many calls the half-open breaker lets through at once,
+	// and how many successes in a row close it. Zero means DefaultProbes
+	// (3).
+	Probes int
+	// OnStateChange, when set, is called on every change of state, from
+	// the goroutine whose call caused it (an open breaker turns half-open
+	// when a call or State finds its Cooldown over). It runs under the
+	// breaker's lock: it must be fast and must not call the breaker (State
+	// included); hand the change to a channel or an atomic to act on it.
+	OnStateChange func(name string, from, to State)
+}
+
+// Breaker is a circuit breaker around one store (sony/gobreaker). Store
+// returns the store to give a Limiter. It is safe for concurrent use.
+//
+// What counts: a call that fails with an error matching core.ErrUnavailable
+// is a failure (a refused or broken connection, a deadline, an outcome
+// unknown), except when the caller's own context was cancelled (the caller
+// left; the store is not to blame) and except core.ErrContention (a CAS loop
+// that lost races to a store that answers). A deadline counts, whoever set
+// it: a store that cannot answer within the deadline it was given is
+// failing its callers. Every other result is a success: the store answered.
+type Breaker struct {
+	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
+	inner core.Store
+	store core.Store
+}
+
+// NewBreaker returns a breaker around s. The store it hands out (Store)
+// implements exactly the optional interfaces s implements among
+// core.ScriptRunner, core.Deleter, core.Closer and core.ClockSkewer, so a
+// Limiter over it takes the same paths as over s. It never claims
+// core.InProcess or core.Binder: a store without I/O needs no breaker.
+// Delete goes through the breaker; Close and ClockSkew do not (they are
+// not calls to the server that may fail for a time).
+func NewBreaker(s core.Store, opts *BreakerOptions) *Breaker {
+	var o BreakerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "store"
+	}
+	if o.ConsecutiveFailures == 0 {
+		o.ConsecutiveFailures = DefaultConsecutiveFailures
+	}
+	if o.FailureRatio == 0 {
+		o.FailureRatio = DefaultFailureRatio
+	}
+	if o.MinCalls <= 0 {
+		o.MinCalls = DefaultMinCalls
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = DefaultCooldown
+	}
+	if o.Probes <= 0 {
+		o.Probes = DefaultProbes
+	}
+	st := gobreaker.Settings{
+		Name:         o.Name,
+		MaxRequests:  uint32(min(o.Probes, 1<<20)),
+		Interval:     o.Window,
+		BucketPeriod: o.Window / 10,
+		Timeout:      o.Cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if o.ConsecutiveFailures > 0 && c.ConsecutiveFailures >= uint32(o.ConsecutiveFailures) {
+				return true
+			}
+			return o.FailureRatio > 0 && c.Requests >= uint32(o.MinCalls) &&
+				float64(c.TotalFailures) >= o.FailureRatio*float64(c.Requests)
+		},
+		IsExcluded: func(err error) bool { return err == errExcluded },
+	}
+	if f := o.OnStateChange; f != nil {
+		st.OnStateChange = func(name string, from, to gobreaker.State) { f(name, state(from), state(to)) }
+	}
+	b := &Breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st), inner: s}
+	b.store = wrap(b, s)
+	return b
+}
+
+// Store returns the store to give a Limiter: s behind the breaker.
+func (b *Breaker) Store() core.Store { return b.store }
+
+// State returns the breaker's state now.
+func (b *Breaker) State() State { return state(b.cb.State()) }
+
+func state(s gobreaker.State) State {
+	switch s {
+	case gobreaker.StateOpen:
+		return Open
+	case gobreaker.StateHalfOpen:
+		return HalfOpen
+	}
+	return Closed
+}
+
+// The outcomes a call reports to gobreaker.
+var (
+	errFailure  = errors.New("failure")
+	errExcluded = errors.New("excluded")
+)
+
+// outcome classes a store call's result (see Breaker).
+func outcome(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(ctx.Err(), context.Canceled) && core.IsContextError(err):
+		return errExcluded
+	case errors.Is(err, core.ErrContention), !errors.Is(err, core.ErrUnavailable):
+		return nil
+	}
+	return errFailure
+}
+
+// call runs f if the breaker lets it through.
+func (b *Breaker) call(ctx context.Context, f func() error) error {
+	done, err := b.cb.Allow()
+	if err != nil {
+		return errRefused
+	}
+	err = f()
+	done(outcome(ctx, err))
+	return err
+}

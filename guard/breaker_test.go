@@ -1,0 +1,341 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// flaky is a store over memory whose calls fail (or hang) on demand, and
+// that counts the calls that reached it.
+type flaky struct {
+	mem   *memory.Store
+	calls atomic.Int64
+	mu    sync.Mutex
+	err   error         // returned by every call while set
+	hold  chan struct{} // when set, each call waits on it (or its context)
+}
+
+func newFlaky() *flaky { return &flaky{mem: memory.New(nil)} }
+
+func (f *flaky) set(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
+
+func (f *flaky) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err, hold := f.err, f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return core.UnknownOutcome(ctx.Err())
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return f.mem.Update(ctx, key, m)
+}
+
+var errDown = &core.StoreError{Op: "update", Err: errors.New("connection refused")}
+
+func limiter(t *testing.T, s core.Store, mode core.FailureMode) *core.Limiter {
+	t.Helper()
+	cfg := core.Config{Policy: core.PerSecond("api", 1000), Algorithm: algorithm.GCRA{}, Store: s, Failure: mode}
+	if mode == core.FailFallback {
+		fb, err := core.New(core.Config{Policy: core.PerSecond("api", 10), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Fallback = fb
+	}
+	l, err := core.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestBreakerOpensAfterConsecutiveFailuresAndFailsAtOnce(t *testing.T) {
+	f := newFlaky()
+	var changes []string
+	var mu sync.Mutex
+	br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: time.Hour, OnStateChange: func(_ string, from, to guard.State) {
+		mu.Lock()
+		changes = append(changes, from.String()+"->"+to.String())
+		mu.Unlock()
+	}})
+	l := limiter(t, br.Store(), core.FailClosed)
+	ctx := context.Background()
+	f.set(errDown)
+	for i := range guard.DefaultConsecutiveFailures {
+		if br.State() != guard.Closed {
+			t.Fatalf("open after %d failures, want %d", i, guard.DefaultConsecutiveFailures)
+		}
+		if _, err := l.Allow(ctx, "a"); !errors.Is(err, core.ErrUnavailable) || errors.Is(err, guard.ErrOpen) {
+			t.Fatalf("call %d: err %v, want the store's own error", i, err)
+		}
+	}
+	if br.State() != guard.Open {
+		t.Fatalf("state %v after %d failures, want open", br.State(), guard.DefaultConsecutiveFailures)
+	}
+	before := f.calls.Load()
+	_, err := l.Allow(ctx, "a")
+	if !errors.Is(err, guard.ErrOpen) || !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("open breaker: err %v, want ErrOpen and ErrUnavailable", err)
+	}
+	if errors.Is(err, core.ErrOutcomeUnknown) {
+		t.Fatalf("open breaker: err %v matches ErrOutcomeUnknown, but nothing was sent", err)
+	}
+	if f.calls.Load() != before {
+		t.Fatalf("open breaker sent %d calls to the store", f.calls.Load()-before)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(changes) != "[closed->open]" {
+		t.Fatalf("OnStateChange heard %v, want [closed->open]", changes)
+	}
+}
+
+func TestBreakerOpenLetsTheFailureModeDecideAtOnce(t *testing.T) {
+	for _, mode := range []core.FailureMode{core.FailOpen, core.FailFallback, core.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			f := newFlaky()
+			f.hold = make(chan struct{}) // a stall: every call waits for its deadline
+			br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: time.Hour})
+			l := limiter(t, br.Store(), mode)
+			ctx := context.Background()
+			for range guard.DefaultConsecutiveFailures {
+				_, _ = l.Allow(ctx, "a")
+			}
+			if br.State() != guard.Open {
+				t.Fatalf("state %v after %d stalled calls, want open", br.State(), guard.DefaultConsecutiveFailures)
+			}
+			var slowest time.Duration
+			for range 100 {
+				start := time.Now()
+				d, err := l.Allow(ctx, "a")
+				slowest = max(slowest, time.Since(start))
+				switch mode {
+				case core.FailClosed:
+					if !errors.Is(err, guard.ErrOpen) {
+						t.Fatalf("err %v, want ErrOpen", err)
+					}
+				default:
+					if err != nil || !d.Degraded {
+						t.Fatalf("got %+v, %v; want a degraded decision", d, err)
+					}
+				}
+			}
+			// The stalled store takes DefaultTimeout (100 ms) a call; an
+			// open breaker must not come near it.
+			if slowest > core.DefaultTimeout/4 {
+				t.Fatalf("slowest call while open took %v, want well under the %v Timeout", slowest, core.DefaultTimeout)
+			}
+		})
+	}
+}
+
+func TestBreakerOpensOnFailureRatio(t *testing.T) {
+	f := newFlaky()
+	br := guard.NewBreaker(f, &guard.BreakerOptions{ConsecutiveFailures: -1, MinCalls: 20, FailureRatio: 0.5, Cooldown: time.Hour})
+	s := br.Store()
+	m := &step{}
+	ctx := context.Background()
+	for i := range 19 {
+		if i%2 == 1 {
+			f.set(errDown)
+		} else {
+			f.set(nil)
+		}
+		_ = s.Update(ctx, core.Key{Namespace: "n", Identity: "a"}, m)
+		if br.State() != guard.Closed {
+			t.Fatalf("open after %d calls, before MinCalls", i+1)
+		}
+	}
+	f.set(errDown)
+	_ = s.Update(ctx, core.Key{Namespace: "n", Identity: "a"}, m) // 20 calls, 10 failed
+	if br.State() != guard.Open {
+		t.Fatalf("state %v with 10 of 20 calls failed, want open", br.State())
+	}
+}
+
+// step is a Mutation that writes nothing.
+type step struct{}
+
+func (*step) Apply([]byte) ([]byte, time.Duration) { return nil, 0 }
+
+func TestBreakerCountsOnlyUnavailable(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		err  error
+		ctx  func() context.Context
+	}{
+		{"not unavailable", errors.New("bad script"), nil},
+		{"contention", &core.ContentionError{Attempts: 8}, nil},
+		{"caller cancelled", context.Canceled, func() context.Context {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			return c
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFlaky()
+			f.set(c.err)
+			br := guard.NewBreaker(f, nil)
+			for range 3 * guard.DefaultConsecutiveFailures {
+				cctx := ctx
+				if c.ctx != nil {
+					cctx = c.ctx()
+				}
+				_ = br.Store().Update(cctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			}
+			if br.State() != guard.Closed {
+				t.Fatalf("state %v after errors %v, want closed", br.State(), c.err)
+			}
+		})
+	}
+	t.Run("deadline counts", func(t *testing.T) {
+		f := newFlaky()
+		f.set(core.UnknownOutcome(context.DeadlineExceeded))
+		br := guard.NewBreaker(f, nil)
+		for range guard.DefaultConsecutiveFailures {
+			dctx, cancel := context.WithTimeout(ctx, time.Nanosecond)
+			<-dctx.Done()
+			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			cancel()
+		}
+		if br.State() != guard.Open {
+			t.Fatalf("state %v after %d deadlines, want open", br.State(), guard.DefaultConsecutiveFailures)
+		}
+	})
+}
+
+func TestBreakerHalfOpenProbesAreBounded(t *testing.T) {
+	f := newFlaky()
+	const cooldown = 50 * time.Millisecond
+	br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: cooldown, Probes: 2})
+	s := br.Store()
+	ctx := context.Background()
+	key := core.Key{Namespace: "n", Identity: "a"}
+	f.set(errDown)
+	for range guard.DefaultConsecutiveFailures {
+		_ = s.Update(ctx, key, &step{})
+	}
+	if br.State() != guard.Open {
+		t.Fatal("breaker did not open")
+	}
+	time.Sleep(cooldown + 10*time.Millisecond)
+	if br.State() != guard.HalfOpen {
+		t.Fatalf("state %v after Cooldown, want half-open", br.State())
+	}
+	// The store recovers but answers slowly: 2 probes get through, the
+	// other calls are refused while they are in flight.
+	f.set(nil)
+	release := make(chan struct{})
+	f.mu.Lock()
+	f.hold = release
+	f.mu.Unlock()
+	before := f.calls.Load()
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for range 10 {
+		wg.Go(func() {
+			if err := s.Update(ctx, key, &step{}); errors.Is(err, guard.ErrOpen) {
+				refused.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for refused.Load() < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := f.calls.Load() - before; got != 2 {
+		t.Errorf("half-open breaker let %d calls through at once, want Probes = 2", got)
+	}
+	f.mu.Lock()
+	f.hold = nil
+	f.mu.Unlock()
+	close(release)
+	wg.Wait()
+	if refused.Load() != 8 {
+		t.Errorf("%d calls refused while half-open, want 8", refused.Load())
+	}
+	if br.State() != guard.Closed {
+		t.Fatalf("state %v after 2 successful probes, want closed", br.State())
+	}
+}
+
+func TestBreakerReopensOnFailedProbe(t *testing.T) {
+	f := newFlaky()
+	const cooldown = 30 * time.Millisecond
+	br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: cooldown})
+	key := core.Key{Namespace: "n", Identity: "a"}
+	f.set(errDown)
+	for range guard.DefaultConsecutiveFailures {
+		_ = br.Store().Update(context.Background(), key, &step{})
+	}
+	time.Sleep(cooldown + 10*time.Millisecond)
+	if err := br.Store().Update(context.Background(), key, &step{}); errors.Is(err, guard.ErrOpen) {
+		t.Fatalf("the first call after Cooldown was refused: %v", err)
+	}
+	if br.State() != guard.Open {
+		t.Fatalf("state %v after a failed probe, want open", br.State())
+	}
+}
+
+// Each optional interface of the wrapped store is claimed exactly when the
+// store has it.
+type (
+	plain   struct{ core.Store }
+	scripty struct {
+		core.Store
+		core.ScriptRunner
+	}
+	full struct {
+		core.Store
+		core.ScriptRunner
+		core.Deleter
+		core.Closer
+		core.ClockSkewer
+	}
+	skewOnly struct {
+		core.Store
+		core.ClockSkewer
+	}
+)
+
+func TestBreakerClaimsOnlyTheWrappedInterfaces(t *testing.T) {
+	mem := memory.New(nil)
+	for _, s := range []core.Store{plain{mem}, scripty{Store: mem}, full{Store: mem, Deleter: mem, Closer: mem, ClockSkewer: mem}, skewOnly{mem, mem}, mem} {
+		w := guard.NewBreaker(s, nil).Store()
+		for _, c := range []struct {
+			name       string
+			have, want bool
+		}{
+			{"ScriptRunner", is[core.ScriptRunner](w), is[core.ScriptRunner](s)},
+			{"Deleter", is[core.Deleter](w), is[core.Deleter](s)},
+			{"Closer", is[core.Closer](w), is[core.Closer](s)},
+			{"ClockSkewer", is[core.ClockSkewer](w), is[core.ClockSkewer](s)},
+			{"InProcess", is[core.InProcess](w), false},
+			{"Binder", is[core.Binder](w), false},
+		} {
+			if c.have != c.want {
+				t.Errorf("%T behind a breaker: %s is %v, want %v", s, c.name, c.have, c.want)
+			}
+		}
+	}
+}
+
+func is[I any](v any) bool { _, ok := v.(I); return ok }

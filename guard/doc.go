@@ -1,0 +1,31 @@
+// Package guard keeps a Limiter quick and honest while its store fails: a
+// circuit breaker around the store (Breaker), and a fallback limiter sized
+// to the fleet (FleetFallback).
+//
+// # Circuit breaker
+//
+// Without a breaker, every call during an outage waits for the Limiter's
+// Timeout (100 ms by default) before the failure policy decides, so a fleet
+// that fails open still adds the whole Timeout to each request. A Breaker
+// (sony/gobreaker v2) counts the store's failures and, once it opens, refuses
+// calls at once with an error matching ErrOpen and core.ErrUnavailable (but
+// not core.ErrOutcomeUnknown: nothing was sent), so the failure policy
+// decides in microseconds:
+//
+//	br := guard.NewBreaker(store, nil)
+//	lim, err := core.New(core.Config{Store: br.Store(), Failure: core.FailOpen, ...})
+//
+// Defaults (BreakerOptions): open after 5 failures in a row, or when half of
+// at least 20 calls in a rolling 10 s window failed; stay open 250 ms, then
+// let 3 probe calls through (half-open); 3 successes close it, one failure
+// opens it for another 250 ms. A restarted store is so used again within
+// Cooldown plus one call of its return.
+//
+// Observers see the state two ways: Breaker.State, read at any time, and
+// BreakerOptions.OnStateChange, called on every change. The Limiter's
+// Observer also hears each refused call: its Event.Err matches ErrOpen.
+//
+// One breaker guards one store, every key of it: on a Redis Cluster that
+// lost one master of three, a third of the calls fail, which opens the
+// breaker only when the failures come 5 in a row or reach the ratio.
+package guard

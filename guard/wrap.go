@@ -1,0 +1,210 @@
+package guard
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// The store a Breaker hands out is one of sixteen types: the base (Update)
+// with each optional interface of the wrapped store, so that a type
+// assertion on it answers as it would on the wrapped store.
+
+type base struct {
+	b *Breaker
+	s core.Store
+}
+
+func (w base) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+	done, err := w.b.cb.Allow()
+	if err != nil {
+		return errRefused
+	}
+	err = w.s.Update(ctx, key, m)
+	done(outcome(ctx, err))
+	return err
+}
+
+type runner struct {
+	b *Breaker
+	r core.ScriptRunner
+}
+
+func (w runner) RunScript(ctx context.Context, s *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+	done, err := w.b.cb.Allow()
+	if err != nil {
+		return core.ScriptResult{}, errRefused
+	}
+	r, err := w.r.RunScript(ctx, s, key, args)
+	done(outcome(ctx, err))
+	return r, err
+}
+
+type deleter struct {
+	b *Breaker
+	d core.Deleter
+}
+
+func (w deleter) Delete(ctx context.Context, key core.Key) error {
+	done, err := w.b.cb.Allow()
+	if err != nil {
+		return errRefused
+	}
+	err = w.d.Delete(ctx, key)
+	done(outcome(ctx, err))
+	return err
+}
+
+type closer struct{ c core.Closer }
+
+func (w closer) Close() error { return w.c.Close() }
+
+type skewer struct{ k core.ClockSkewer }
+
+func (w skewer) ClockSkew() time.Duration { return w.k.ClockSkew() }
+
+type store0 struct {
+	base
+}
+
+type storeR struct {
+	base
+	runner
+}
+
+type storeD struct {
+	base
+	deleter
+}
+
+type storeRD struct {
+	base
+	runner
+	deleter
+}
+
+type storeC struct {
+	base
+	closer
+}
+
+type storeRC struct {
+	base
+	runner
+	closer
+}
+
+type storeDC struct {
+	base
+	deleter
+	closer
+}
+
+type storeRDC struct {
+	base
+	runner
+	deleter
+	closer
+}
+
+type storeK struct {
+	base
+	skewer
+}
+
+type storeRK struct {
+	base
+	runner
+	skewer
+}
+
+type storeDK struct {
+	base
+	deleter
+	skewer
+}
+
+type storeRDK struct {
+	base
+	runner
+	deleter
+	skewer
+}
+
+type storeCK struct {
+	base
+	closer
+	skewer
+}
+
+type storeRCK struct {
+	base
+	runner
+	closer
+	skewer
+}
+
+type storeDCK struct {
+	base
+	deleter
+	closer
+	skewer
+}
+
+type storeRDCK struct {
+	base
+	runner
+	deleter
+	closer
+	skewer
+}
+
+// wrap returns s behind b, as the type with s's optional interfaces.
+func wrap(b *Breaker, s core.Store) core.Store {
+	r, hasR := s.(core.ScriptRunner)
+	d, hasD := s.(core.Deleter)
+	c, hasC := s.(core.Closer)
+	k, hasK := s.(core.ClockSkewer)
+	mask := 0
+	for i, has := range [4]bool{hasR, hasD, hasC, hasK} {
+		if has {
+			mask |= 1 << i
+		}
+	}
+	w := base{b, s}
+	switch mask {
+	case 0:
+		return store0{w}
+	case 1:
+		return storeR{w, runner{b, r}}
+	case 2:
+		return storeD{w, deleter{b, d}}
+	case 3:
+		return storeRD{w, runner{b, r}, deleter{b, d}}
+	case 4:
+		return storeC{w, closer{c}}
+	case 5:
+		return storeRC{w, runner{b, r}, closer{c}}
+	case 6:
+		return storeDC{w, deleter{b, d}, closer{c}}
+	case 7:
+		return storeRDC{w, runner{b, r}, deleter{b, d}, closer{c}}
+	case 8:
+		return storeK{w, skewer{k}}
+	case 9:
+		return storeRK{w, runner{b, r}, skewer{k}}
+	case 10:
+		return storeDK{w, deleter{b, d}, skewer{k}}
+	case 11:
+		return storeRDK{w, runner{b, r}, deleter{b, d}, skewer{k}}
+	case 12:
+		return storeCK{w, closer{c}, skewer{k}}
+	case 13:
+		return storeRCK{w, runner{b, r}, closer{c}, skewer{k}}
+	case 14:
+		return storeDCK{w, deleter{b, d}, closer{c}, skewer{k}}
+	default:
+		return storeRDCK{w, runner{b, r}, deleter{b, d}, closer{c}, skewer{k}}
+	}
+}
