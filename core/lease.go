@@ -131,9 +131,13 @@ func (ls *Lease) Release(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
+	var start time.Time
+	if l.cfg.Observer != nil {
+		start = time.Now()
+	}
 	_, err := l.do(ctx, ls.key, OpRelease, 1, ls.id)
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
 	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = &StoreError{Op: "release", Err: err}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // An observed decision of an in-process store stays on the Binder's fast
@@ -27,5 +28,24 @@ func TestObservedBinderPathStaysFast(t *testing.T) {
 		if e.Duration != 0 || e.Op != "allow" || e.Policy != "api" || e.Decision.Allowed != (i < 5) {
 			t.Fatalf("event %d: %+v; want an untimed allow", i, e)
 		}
+	}
+}
+
+// A Release is a store call, timed like the Acquire before it.
+func TestObservedReleaseIsTimed(t *testing.T) {
+	var rec events
+	s := newMapStore()
+	s.delay = 2 * time.Millisecond
+	l := newTestLimiter(t, Config{Store: s, Algorithm: slots{}, Observer: rec.observe})
+	ls, _, err := l.Acquire(context.Background(), "k")
+	if err != nil || ls == nil {
+		t.Fatalf("Acquire: %v, %v", ls, err)
+	}
+	if err := ls.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	es := rec.all()
+	if len(es) != 2 || es[1].Op != "release" || es[1].Duration < s.delay {
+		t.Fatalf("events %+v; want a release that took at least %v", es, s.delay)
 	}
 }
