@@ -98,6 +98,15 @@ type Config struct {
 	// Fallback decides when Failure is FailFallback. It should not share the
 	// failing store: a memory limiter is the usual choice.
 	Fallback *Limiter
+	// DenyCache, when set, holds the store's refusals in process and
+	// refuses the same identity again without a store call until their
+	// RetryAfter (see DenyCacheOptions). Nil means none.
+	DenyCache *DenyCacheOptions
+	// PreFilter, when set, is asked first by AllowN: what it refuses is
+	// refused without a store call; what it admits goes on to the store.
+	// A loose in-process limit that catches floods; see prefilter.go for
+	// how to size it. Nil means none. Ignored over an InProcess store.
+	PreFilter *Limiter
 	// Observer, when set, is called after every decision. It must be fast
 	// and safe for concurrent use.
 	Observer func(Event)
@@ -129,6 +138,7 @@ type Limiter struct {
 	runner ScriptRunner
 	leaser Leaser
 	taker  Taker // the store's fast path for Allow, when it is a Binder
+	deny   *denyCache
 	local  bool
 	ticks  atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
 
@@ -162,6 +172,9 @@ func New(cfg Config) (*Limiter, error) {
 	default:
 		return nil, fmt.Errorf("sluice: unknown Failure mode %d", int(cfg.Failure))
 	}
+	if pf := cfg.PreFilter; pf != nil && pf.leaser != nil {
+		return nil, errors.New("sluice: Config.PreFilter holds leases; a pre-filter must be a rate limiter")
+	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
@@ -183,6 +196,12 @@ func New(cfg Config) (*Limiter, error) {
 	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil)
 	if b, ok := cfg.Store.(Binder); ok && l.local && l.runner == nil && l.leaser == nil {
 		l.taker = b.Bind(l.ns)
+	}
+	if cfg.DenyCache != nil && !l.local {
+		l.deny = newDenyCache(cfg.DenyCache)
+	}
+	if l.local {
+		l.cfg.PreFilter = nil
 	}
 	return l, nil
 }
@@ -246,6 +265,9 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	var start time.Time
 	if l.cfg.Observer != nil {
 		start = time.Now()
+	}
+	if l.deny != nil || l.cfg.PreFilter != nil {
+		return l.guarded(ctx, identity, n, start)
 	}
 	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
 	return l.settle(ctx, identity, n, d, err, start)
@@ -397,7 +419,11 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	}
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
-	return d.Delete(ctx, Key{Namespace: l.ns, Identity: identity})
+	err := d.Delete(ctx, Key{Namespace: l.ns, Identity: identity})
+	if l.deny != nil {
+		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back
+	}
+	return err
 }
 
 var mutationPool = sync.Pool{New: func() any { return new(mutation) }}

@@ -1,0 +1,129 @@
+package core
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults and bounds of DenyCacheOptions.
+const (
+	// DefaultDenyCacheSize is the number of entries of a deny cache whose
+	// Size is zero.
+	DefaultDenyCacheSize = 4096
+	// MaxDenyCacheSize caps DenyCacheOptions.Size.
+	MaxDenyCacheSize = 1 << 20
+	// DefaultDenyCacheMaxAge bounds how long one refusal is held when
+	// MaxAge is zero.
+	DefaultDenyCacheMaxAge = 10 * time.Second
+)
+
+// DenyCacheOptions configures a Limiter's local deny cache (envoy's
+// over-limit cache): an identity the store refused is refused again, in
+// process and without a store call, until the refusal's RetryAfter has
+// passed, for the same cost or more. A flood by one identity so costs the
+// store one call per RetryAfter instead of one per request.
+//
+// It never admits: a request it does not refuse goes to the store. And it
+// refuses only what the store would: a refusal means that the same request
+// (or a costlier one) cannot be admitted before RetryAfter if nothing else
+// happens, and whatever else happens (other instances' admissions) only
+// takes more. The time is read before the store call, so a cached refusal
+// ends no later than the store's. Two things can free a quota sooner, and
+// the cache does not see them on other instances: a Reset, and a change of
+// the policy; MaxAge bounds how long a refusal outlives either.
+//
+// Memory is bounded: Size slots of one pointer each (8 bytes), plus 56
+// bytes for each refusal held. Identities share a slot by hash (the later
+// refusal takes it; the other identity then simply asks the store again),
+// and match by a 128-bit keyed hash, so one identity is never refused for
+// another.
+//
+// The cache applies to AllowN over a store that is not InProcess (an
+// in-process store decides as fast as the cache would); Acquire is never
+// cached (a Release may free a slot at any time).
+type DenyCacheOptions struct {
+	// Size is the number of slots, rounded up to a power of two and capped
+	// at MaxDenyCacheSize. Zero or negative means DefaultDenyCacheSize
+	// (4096: 32 KiB).
+	Size int
+	// MaxAge bounds how long a refusal is held, whatever its RetryAfter.
+	// Zero or negative means DefaultDenyCacheMaxAge (10 s).
+	MaxAge time.Duration
+}
+
+// denyCache is a direct-mapped table of refusals, read without a lock.
+type denyCache struct {
+	seed1, seed2 maphash.Seed
+	mask         uint64
+	maxAge       int64 // µs
+	slots        []atomic.Pointer[denied]
+}
+
+// denied is one refusal held: of cost n or more, until until (µs on the
+// Limiter's clock).
+type denied struct {
+	h1, h2    uint64
+	n         int64
+	until     int64
+	reset     int64
+	limit     int64
+	remaining int64
+}
+
+func newDenyCache(o *DenyCacheOptions) *denyCache {
+	size, age := o.Size, o.MaxAge
+	if size <= 0 {
+		size = DefaultDenyCacheSize
+	}
+	size = min(size, MaxDenyCacheSize)
+	size = 1 << bits.Len(uint(size-1))
+	if age <= 0 {
+		age = DefaultDenyCacheMaxAge
+	}
+	return &denyCache{
+		seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), mask: uint64(size - 1),
+		maxAge: int64(age / time.Microsecond), slots: make([]atomic.Pointer[denied], size),
+	}
+}
+
+func (c *denyCache) hash(identity string) (uint64, uint64) {
+	return maphash.String(c.seed1, identity), maphash.String(c.seed2, identity)
+}
+
+// get returns the refusal held for identity at cost n at now, if any.
+func (c *denyCache) get(identity string, n, now int64) (Decision, bool) {
+	h1, h2 := c.hash(identity)
+	e := c.slots[h1&c.mask].Load()
+	if e == nil || e.h1 != h1 || e.h2 != h2 || n < e.n || now >= e.until {
+		return Decision{}, false
+	}
+	return Decision{
+		Limit: e.limit, Remaining: e.remaining,
+		RetryAfter: Micros(e.until - now), ResetAfter: Micros(max(e.reset-now, 0)),
+	}, true
+}
+
+// put holds the store's refusal d of cost n for identity, decided no
+// sooner than now.
+func (c *denyCache) put(identity string, n, now int64, d Decision) {
+	retry := int64(d.RetryAfter / time.Microsecond)
+	if retry <= 0 {
+		return
+	}
+	h1, h2 := c.hash(identity)
+	c.slots[h1&c.mask].Store(&denied{
+		h1: h1, h2: h2, n: n, until: now + min(retry, c.maxAge),
+		reset: now + int64(d.ResetAfter/time.Microsecond), limit: d.Limit, remaining: d.Remaining,
+	})
+}
+
+// drop forgets identity's refusal (Limiter.Reset).
+func (c *denyCache) drop(identity string) {
+	h1, h2 := c.hash(identity)
+	s := &c.slots[h1&c.mask]
+	if e := s.Load(); e != nil && e.h1 == h1 && e.h2 == h2 {
+		s.CompareAndSwap(e, nil)
+	}
+}
