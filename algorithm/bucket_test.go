@@ -5,15 +5,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // Test helpers shared by the token bucket, GCRA, leaky bucket and
@@ -379,7 +379,7 @@ func checkServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
 	key := freshKey(t, c)
 	a := core.NewScriptArgs(&p, 0, 1)
 	a.Lease = 1 << 63
-	got := runLua(t, c, alg.(core.Scripted).Script(), key, a).Decision()
+	got := core.ScriptDecision(runLua(t, c, alg.(core.Scripted).Script(), key, a))
 	q := alg.Quota(&p)
 	if !got.Allowed || got.Limit != q || got.Remaining != q-1 {
 		t.Fatalf("%s with the server's clock, on a fresh key: %+v, want admitted with %d of %d left", alg.Name(), got, q-1, q)
@@ -394,7 +394,7 @@ func checkServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
 // key's length, its MEMORY USAGE and its OBJECT ENCODING.
 func memoryUsage(t *testing.T, alg core.Algorithm, p core.Policy, prefix string) (keyLen int, usage int64, encoding string) {
 	c := newRedis(t)
-	key := core.Key{Namespace: core.Namespace(prefix, p.Name), Identity: "203.0.113.7/" + alg.Name()}.String()
+	key := store.Key{Namespace: store.Namespace(prefix, p.Name), Identity: "203.0.113.7/" + alg.Name()}.String()
 	ctx := context.Background()
 	c.Del(ctx, key)
 	t.Cleanup(func() { c.Del(ctx, key) })
@@ -406,8 +406,8 @@ func memoryUsage(t *testing.T, alg core.Algorithm, p core.Policy, prefix string)
 		// Held: PERSISTed in the script's own transaction, so that a key
 		// whose TTL is a few µs (a bucket refilled almost at once) cannot
 		// expire in real time before it is measured.
-		if r, _ := runLuaHeld(t, c, s, key, a); !r.Decision().Allowed {
-			t.Fatalf("%s: denied on a fresh key: %+v", alg.Name(), r.Decision())
+		if r, _ := runLuaHeld(t, c, s, key, a); !core.ScriptDecision(r).Allowed {
+			t.Fatalf("%s: denied on a fresh key: %+v", alg.Name(), core.ScriptDecision(r))
 		}
 	}
 	usage, err := c.MemoryUsage(ctx, key).Result()
@@ -476,7 +476,7 @@ func checkOnCluster(t *testing.T, alg core.Algorithm, p core.Policy, lease func(
 			if err != nil || len(v) != 6 {
 				t.Fatalf("%s on the cluster: EVAL: %v %v", alg.Name(), v, err)
 			}
-			if got := core.ScriptResult(v).Decision(); got != want {
+			if got := core.ScriptDecision(store.ScriptResult(v)); got != want {
 				t.Fatalf("%s on the cluster, call %d: Lua %+v, Go %+v", alg.Name(), i, got, want)
 			}
 		}
@@ -533,13 +533,13 @@ func checkForeignKey(t *testing.T, alg core.Algorithm, p core.Policy) {
 		}
 		a := core.NewScriptArgs(&p, bkT0, 1)
 		a.Lease = 1 << 63
-		if got := runLua(t, c, s, key, a).Decision(); got != want {
+		if got := core.ScriptDecision(runLua(t, c, s, key, a)); got != want {
 			t.Fatalf("%s on a foreign key: %+v, want as a fresh key %+v", alg.Name(), got, want)
 		}
 		// The key now holds the twin's own state: the next call sees it.
 		_, _, want2 := alg.Step(clone(mustStep(t, alg, p)), bkT0, 1, &p)
 		a.Lease++
-		if got := runLua(t, c, s, key, a).Decision(); got != want2 {
+		if got := core.ScriptDecision(runLua(t, c, s, key, a)); got != want2 {
 			t.Fatalf("%s after replacing a foreign key: %+v, want %+v", alg.Name(), got, want2)
 		}
 	}
@@ -578,7 +578,7 @@ func TestBucketsLuaInvalidCost(t *testing.T) {
 				_, _, want := stepOnce(alg, &p, state, bkT0+1, n)
 				before := dumpKey(t, c, key)
 				a := core.NewScriptArgs(&p, bkT0+1, n)
-				if got := runLua(t, c, alg.(core.Scripted).Script(), key, a).Decision(); got != want || got.Allowed || got.RetryAfter != 0 {
+				if got := core.ScriptDecision(runLua(t, c, alg.(core.Scripted).Script(), key, a)); got != want || got.Allowed || got.RetryAfter != 0 {
 					t.Errorf("%s %v, n=%d: Lua %+v, Go %+v", alg.Name(), p, n, got, want)
 				}
 				if dumpKey(t, c, key) != before {
@@ -610,7 +610,7 @@ func TestTokenBucketLuaMalformedState(t *testing.T) {
 		if err := c.Set(ctx, key, v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if got := runLua(t, c, s, key, core.NewScriptArgs(&p, bkT0, 1)).Decision(); got != want {
+		if got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, bkT0, 1))); got != want {
 			t.Errorf("state %q: %+v, want as a fresh key %+v", v, got, want)
 		}
 	}

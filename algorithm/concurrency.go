@@ -2,9 +2,9 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // ConcurrencyMaxLimit is the largest Policy.Limit the concurrency algorithm
@@ -68,7 +68,7 @@ func (Concurrency) Name() string { return "concurrency" }
 func (Concurrency) Quota(p *core.Policy) int64 { return p.Limit }
 
 // Script returns the Lua twin, lua/concurrency.lua.
-func (Concurrency) Script() *core.Script { return concurrencyScript }
+func (Concurrency) Script() *store.Script { return concurrencyScript }
 
 // CheckPolicy rejects, with a *core.PolicyError naming Limit, a Limit above
 // ConcurrencyMaxLimit, on top of what p.Validate checks.

@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // Two leases at once, each reclaimed 500ms after it is taken.
@@ -371,7 +371,7 @@ func TestConcurrencyLuaAnonymous(t *testing.T) {
 		switch k := r.IntN(3); {
 		case k == 0 && len(held) > 0:
 			j := r.IntN(len(held))
-			a.Lease, a.Op = held[j], core.OpRelease
+			a.Lease, a.Op = held[j], store.OpRelease
 			held = slices.Delete(held, j, j+1)
 			if next, _ = (Concurrency{}).Release(clone(state), now, a.Lease, &p); next != nil {
 				state = next
@@ -390,7 +390,7 @@ func TestConcurrencyLuaAnonymous(t *testing.T) {
 		if next != nil {
 			state = next
 		}
-		if got := runLua(t, c, s, key, a).Decision(); got != want {
+		if got := core.ScriptDecision(runLua(t, c, s, key, a)); got != want {
 			t.Fatalf("call %d (lease %d): Lua %+v, Go %+v", i, a.Lease, got, want)
 		}
 	}
@@ -411,7 +411,7 @@ func TestConcurrencyLuaMemory(t *testing.T) {
 		for i := range k {
 			a := core.NewScriptArgs(&p, bkT0+int64(i), 1)
 			a.Lease = 1<<63 + uint64(i)*0x9e3779b97f4a7c15%(1<<63) // 19 or 20 digits
-			if d := runLua(t, c, s, key, a).Decision(); !d.Allowed {
+			if d := core.ScriptDecision(runLua(t, c, s, key, a)); !d.Allowed {
 				t.Fatalf("lease %d denied: %+v", i, d)
 			}
 		}
@@ -472,11 +472,11 @@ func TestConcurrencyLuaReleaseReply(t *testing.T) {
 	key := freshKey(t, c)
 	a := core.NewScriptArgs(&ccPolicy, bkT0, 1)
 	a.Lease = 1<<64 - 1
-	if d := runLua(t, c, s, key, a).Decision(); !d.Allowed {
+	if d := core.ScriptDecision(runLua(t, c, s, key, a)); !d.Allowed {
 		t.Fatalf("acquire: %+v", d)
 	}
-	a.Op = core.OpRelease
-	for _, want := range []core.ScriptResult{{1, 2, 0, 0, 0, 0}, {0, 2, 0, 0, 0, 0}} {
+	a.Op = store.OpRelease
+	for _, want := range []store.ScriptResult{{1, 2, 0, 0, 0, 0}, {0, 2, 0, 0, 0, 0}} {
 		if got := runLua(t, c, s, key, a); got != want {
 			t.Fatalf("release: %v, want %v", got, want)
 		}
@@ -487,7 +487,7 @@ func TestConcurrencyLuaReleaseReply(t *testing.T) {
 	if err := c.Set(context.Background(), key, "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := runLua(t, c, s, key, a); got != (core.ScriptResult{0, 2, 0, 0, 0, 0}) {
+	if got := runLua(t, c, s, key, a); got != (store.ScriptResult{0, 2, 0, 0, 0, 0}) {
 		t.Fatalf("release on a string key: %v", got)
 	}
 	if v := c.Get(context.Background(), key).Val(); v != "x" {

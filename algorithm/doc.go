@@ -16,7 +16,7 @@
 //
 // A store on the limiters' clocks (memcached, the memory store, the generic
 // path of Redis and Valkey) declares the skew s it allows for
-// (core.ClockSkewer), and the Limiter clamps each state before the step
+// (store.ClockSkewer), and the Limiter clamps each state before the step
 // (core.Clamper, see skew.go): a stored time more than s beyond the latest
 // a step at now could write is pulled back to that bound, and written back.
 // An instance whose clock is off by X <= s is never clamped. One off by

@@ -2,9 +2,9 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // FixedWindow admits at most Policy.Limit units in each window of
@@ -60,7 +60,7 @@ func (FixedWindow) Name() string { return "fixed-window" }
 func (FixedWindow) Quota(p *core.Policy) int64 { return p.Limit }
 
 // Script returns the Lua twin, lua/fixed-window.lua.
-func (FixedWindow) Script() *core.Script { return fixedWindowScript }
+func (FixedWindow) Script() *store.Script { return fixedWindowScript }
 
 // Step admits n units at now if the aligned window that holds now has room
 // for them. See the type's doc for the bound; see core.Algorithm for the

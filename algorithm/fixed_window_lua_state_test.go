@@ -44,7 +44,7 @@ func winLuaPreviousForm(t *testing.T, alg core.Algorithm, policies []core.Policy
 					}
 				}
 				next, _, want := alg.Step(clone(state), now, o.n, &p)
-				got := runLua(t, c, s, key, core.NewScriptArgs(&p, now, o.n)).Decision()
+				got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, now, o.n)))
 				if got != want {
 					t.Fatalf("%s %v: sequence %d call %d at %d, n=%d, on %q:\n Lua %+v\n Go  %+v", alg.Name(), p, seq, i, now, o.n, prior, got, want)
 				}
@@ -84,7 +84,7 @@ func winLuaLimitChange(t *testing.T, alg core.Algorithm, window time.Duration, l
 			now = max(1, now+int64(o.dt/time.Microsecond))
 			next, _, want := alg.Step(clone(state), now, o.n, &p)
 			res, _ := runLuaHeld(t, c, s, key, core.NewScriptArgs(&p, now, o.n))
-			if got := res.Decision(); got != want {
+			if got := core.ScriptDecision(res); got != want {
 				t.Fatalf("%s: sequence %d call %d at %d, n=%d under %v:\n Lua %+v\n Go  %+v", alg.Name(), seq, i, now, o.n, p, got, want)
 			}
 			if next != nil {
@@ -125,7 +125,7 @@ func winLuaWindowChange(t *testing.T, alg core.Algorithm, pairs [][2]core.Policy
 				now += dt
 				n := 1 + r.Int64N(b.Limit)
 				res, _ := runLuaHeld(t, c, s, key, core.NewScriptArgs(&b, now, n))
-				d := res.Decision()
+				d := core.ScriptDecision(res)
 				if d.Limit != b.Limit || d.Remaining < 0 || d.Remaining > b.Limit ||
 					d.RetryAfter < 0 || d.RetryAfter >= bound || d.ResetAfter < 0 || d.ResetAfter >= bound {
 					t.Fatalf("%s: trial %d, written under %v, read under %v at %d, n=%d: %+v; want waits below %v",

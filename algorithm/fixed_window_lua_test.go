@@ -3,14 +3,14 @@ package algorithm
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // winLuaPolicies are the policies the window algorithms' twins are compared
@@ -76,7 +76,7 @@ type winKeyUsage struct {
 // winKeyLen is the length of a standard key under policy: the default
 // prefix, the policy's name and the identity's hash, "sluice:<policy>:{<hash>}".
 func winKeyLen(policy string) int {
-	return len(core.DefaultPrefix) + len(":") + len(policy) + len(":{") + core.HashLen + len("}")
+	return len(core.DefaultPrefix) + len(":") + len(policy) + len(":{") + store.HashLen + len("}")
 }
 
 // winLuaMemory runs alg's twin on a standard key (default prefix, policy
@@ -97,7 +97,7 @@ func winLuaUsage(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winSt
 	t.Helper()
 	c := newRedis(t)
 	ctx := context.Background()
-	key := core.Key{Namespace: core.Namespace(core.DefaultPrefix, p.Name), Identity: t.Name()}.String()
+	key := store.Key{Namespace: store.Namespace(core.DefaultPrefix, p.Name), Identity: t.Name()}.String()
 	t.Cleanup(func() { c.Del(ctx, key) })
 	if err := c.Set(ctx, key, 1, time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -111,8 +111,8 @@ func winLuaUsage(t *testing.T, alg core.Algorithm, p core.Policy, steps ...winSt
 		// Held: the key is PERSISTed in the script's own transaction, so
 		// that a 1 ms window's key cannot expire in real time before it is
 		// measured (MEMORY USAGE does not count the expiry).
-		if r, _ := runLuaHeld(t, c, s, key, core.NewScriptArgs(&p, now+st.at, st.n)); !r.Decision().Allowed {
-			t.Fatalf("%s: call %d (n=%d) denied: %+v", alg.Name(), i, st.n, r.Decision())
+		if r, _ := runLuaHeld(t, c, s, key, core.NewScriptArgs(&p, now+st.at, st.n)); !core.ScriptDecision(r).Allowed {
+			t.Fatalf("%s: call %d (n=%d) denied: %+v", alg.Name(), i, st.n, core.ScriptDecision(r))
 		}
 	}
 	var err error
@@ -161,13 +161,13 @@ func winLuaForeignKey(t *testing.T, alg core.Algorithm, p core.Policy) {
 		if err := set(key); err != nil {
 			t.Fatal(err)
 		}
-		got := runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, l)).Decision()
+		got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, l)))
 		_, _, want := alg.Step(nil, winBase, l, &p)
 		if got != want {
 			t.Fatalf("%s: a %s key decides %+v, want as absent %+v", alg.Name(), name, got, want)
 		}
 		// Replaced: the next call reads what the twin wrote.
-		got = runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, 1)).Decision()
+		got = core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, winBase, 1)))
 		if got.Allowed {
 			t.Fatalf("%s: after a full admission over a %s key, one more unit is admitted: %+v", alg.Name(), name, got)
 		}
@@ -186,7 +186,7 @@ func winLuaServerTime(t *testing.T, alg core.Algorithm, p core.Policy) {
 	var state []byte
 	for i, n := range []int64{2, 1} {
 		t0 := c.Time(ctx).Val().UnixMicro()
-		got := runLua(t, c, s, key, core.NewScriptArgs(&p, 0, n)).Decision()
+		got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, 0, n)))
 		t1 := c.Time(ctx).Val().UnixMicro()
 		at := winDecidedAt(t, c, key, alg, &p, state, n, got, t0, t1)
 		if at < 0 {
@@ -259,7 +259,7 @@ func winLuaCluster(t *testing.T, alg core.Algorithm, p core.Policy) {
 			if err != nil || len(v) != 6 {
 				t.Fatalf("%s on the cluster: EVAL: %v %v", alg.Name(), v, err)
 			}
-			if got := core.ScriptResult(v).Decision(); got != want {
+			if got := core.ScriptDecision(store.ScriptResult(v)); got != want {
 				t.Fatalf("%s on the cluster, key %d call %d: Lua %+v, Go %+v", alg.Name(), k, i, got, want)
 			}
 		}

@@ -2,9 +2,9 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // GCRA is the generic cell rate algorithm: the token bucket's admissions
@@ -68,7 +68,7 @@ func (GCRA) Name() string { return "gcra" }
 func (GCRA) Quota(p *core.Policy) int64 { return p.Capacity() }
 
 // Script returns the Lua twin, lua/gcra.lua.
-func (GCRA) Script() *core.Script { return gcraScript }
+func (GCRA) Script() *store.Script { return gcraScript }
 
 // Step admits n units at now if they conform. See the type's doc for the
 // rule and the bound, and core.Algorithm for the contract. A cost n outside

@@ -2,9 +2,9 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // LeakyBucket is the leaky bucket as a queue: it shapes traffic instead of
@@ -76,7 +76,7 @@ func (LeakyBucket) Quota(p *core.Policy) int64 {
 }
 
 // Script returns the Lua twin, lua/leaky-bucket.lua.
-func (LeakyBucket) Script() *core.Script { return leakyBucketScript }
+func (LeakyBucket) Script() *store.Script { return leakyBucketScript }
 
 // Step queues n units at now if they would start within MaxDelay. See the
 // type's doc for the rule and the bound, and core.Algorithm for the

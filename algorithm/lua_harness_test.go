@@ -3,15 +3,15 @@ package algorithm
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // This file runs each algorithm's Lua twin on a real redis-server with raw
@@ -39,7 +39,7 @@ func freshKey(t *testing.T, c *redis.Client) string {
 }
 
 // runLua runs s once with the ScriptArgs convention and returns its reply.
-func runLua(t *testing.T, c *redis.Client, s *core.Script, key string, a core.ScriptArgs) core.ScriptResult {
+func runLua(t *testing.T, c *redis.Client, s *store.Script, key string, a store.ScriptArgs) store.ScriptResult {
 	t.Helper()
 	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
 		strconv.FormatUint(a.Lease, 10), a.Op}
@@ -51,7 +51,7 @@ func runLua(t *testing.T, c *redis.Client, s *core.Script, key string, a core.Sc
 	if !ok || len(xs) != 6 {
 		t.Fatalf("%s: reply %#v is not six integers", s.Name, v)
 	}
-	var r core.ScriptResult
+	var r store.ScriptResult
 	for i, x := range xs {
 		n, ok := x.(int64)
 		if !ok {
@@ -165,7 +165,7 @@ func diffLuaWith(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Polic
 			id := held[j]
 			held = append(held[:j], held[j+1:]...)
 			next, ttl = leaser.Release(clone(state), now, id, &p)
-			a.N, a.Lease, a.Op = 1, id, core.OpRelease
+			a.N, a.Lease, a.Op = 1, id, store.OpRelease
 			if opt.injectedExpiry {
 				_, pttl := runLuaHeld(t, c, s, key, a)
 				checkExpiry(t, c, key, i, before, began, pttl, next != nil, ttl, true)
@@ -189,14 +189,14 @@ func diffLuaWith(t *testing.T, c *redis.Client, alg core.Algorithm, p core.Polic
 		if next != nil {
 			state, expireAt = next, now+int64(ttl/time.Microsecond)
 		}
-		var r core.ScriptResult
+		var r store.ScriptResult
 		var pttl int64
 		if opt.injectedExpiry {
 			r, pttl = runLuaHeld(t, c, s, key, a)
 		} else {
 			r = runLua(t, c, s, key, a)
 		}
-		if got := r.Decision(); got != want {
+		if got := core.ScriptDecision(r); got != want {
 			t.Fatalf("%s %v: call %d (now=%d, n=%d, dt=%v):\n Lua %+v\n Go  %+v", alg.Name(), p, i, now, a.N, o.dt, got, want)
 		}
 		if opt.injectedExpiry {
@@ -220,7 +220,7 @@ func dumpKey(t *testing.T, c *redis.Client, key string) string {
 // left. The server's clock stands still during a transaction, so a key the
 // script wrote with a 1 ms expiry cannot expire in real time before it is
 // PERSISTed, as it could between separate round trips.
-func runLuaHeld(t *testing.T, c *redis.Client, s *core.Script, key string, a core.ScriptArgs) (core.ScriptResult, int64) {
+func runLuaHeld(t *testing.T, c *redis.Client, s *store.Script, key string, a store.ScriptArgs) (store.ScriptResult, int64) {
 	t.Helper()
 	ctx := context.Background()
 	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
@@ -244,7 +244,7 @@ func runLuaHeld(t *testing.T, c *redis.Client, s *core.Script, key string, a cor
 	if err != nil {
 		t.Fatalf("PTTL: %v", err)
 	}
-	return core.ScriptResult(v), ms
+	return store.ScriptResult(v), ms
 }
 
 // checkExpiry is diffOptions.injectedExpiry's check after call i, which

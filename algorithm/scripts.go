@@ -2,8 +2,7 @@ package algorithm
 
 import (
 	"embed"
-
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 //go:embed lua/*.lua
@@ -13,7 +12,7 @@ var luaFS embed.FS
 // prelude every twin shares (lua/prelude.lua: the clock and exact integer
 // division). It panics only if a file is missing from the build, which the
 // package's tests catch.
-func loadScript(name string) *core.Script {
+func loadScript(name string) *store.Script {
 	prelude, err := luaFS.ReadFile("lua/prelude.lua")
 	if err != nil {
 		panic("sluice/algorithm: missing embedded lua/prelude.lua")
@@ -22,5 +21,5 @@ func loadScript(name string) *core.Script {
 	if err != nil {
 		panic("sluice/algorithm: missing embedded script " + name + ".lua")
 	}
-	return core.NewScript(name, string(prelude)+string(src))
+	return store.NewScript(name, string(prelude)+string(src))
 }

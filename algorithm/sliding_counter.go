@@ -2,10 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"math/bits"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // SlidingCounter approximates a sliding window with two counters: the units
@@ -72,7 +72,7 @@ func (SlidingCounter) Name() string { return "sliding-counter" }
 func (SlidingCounter) Quota(p *core.Policy) int64 { return p.Limit }
 
 // Script returns the Lua twin, lua/sliding-counter.lua.
-func (SlidingCounter) Script() *core.Script { return slidingCounterScript }
+func (SlidingCounter) Script() *store.Script { return slidingCounterScript }
 
 // Step admits n units at now if the estimate leaves room for them. See the
 // type's doc for the bound and core.Algorithm for the contract. A clock that

@@ -107,7 +107,7 @@ func TestSlidingCounterLuaForm(t *testing.T) {
 			now := start + st.at
 			next, _, want := SlidingCounter{}.Step(clone(state), now, st.n, &p)
 			res, _ := runLuaHeld(t, c, s, key, core.NewScriptArgs(&p, now, st.n))
-			if got := res.Decision(); got != want || !got.Allowed {
+			if got := core.ScriptDecision(res); got != want || !got.Allowed {
 				t.Fatalf("%v: call %d: Lua %+v, Go %+v; want both admitted", p, i, got, want)
 			}
 			state = next
@@ -220,7 +220,7 @@ func TestSlidingCounterLuaExactArithmetic(t *testing.T) {
 		state, _, _ := SlidingCounter{}.Step(nil, start+w-1, prev, &p)
 		runLua(t, c, s, key, core.NewScriptArgs(&p, start+w-1, prev))
 		_, _, want := SlidingCounter{}.Step(state, start+w+e, n, &p)
-		got := runLua(t, c, s, key, core.NewScriptArgs(&p, start+w+e, n)).Decision()
+		got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, start+w+e, n)))
 		if got != want {
 			t.Errorf("prev %d, elapsed %d, n=%d:\n Lua %+v\n Go  %+v", prev, e, n, got, want)
 		}

@@ -2,10 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"sort"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // SlidingLogMaxLimit is the largest Policy.Limit the sliding log accepts: it
@@ -74,7 +74,7 @@ func (SlidingLog) Name() string { return "sliding-log" }
 func (SlidingLog) Quota(p *core.Policy) int64 { return p.Limit }
 
 // Script returns the Lua twin, lua/sliding-log.lua.
-func (SlidingLog) Script() *core.Script { return slidingLogScript }
+func (SlidingLog) Script() *store.Script { return slidingLogScript }
 
 // CheckPolicy rejects, with a *core.PolicyError naming Limit, a Limit above
 // SlidingLogMaxLimit, on top of what p.Validate checks.

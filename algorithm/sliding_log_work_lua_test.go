@@ -32,7 +32,7 @@ func TestSlidingLogLuaCostIsOneMember(t *testing.T) {
 	}
 	small := freshKey(t, c)
 	for i, st := range steps {
-		got := runLua(t, c, s, key, core.NewScriptArgs(&p, winBase+st.at, st.n)).Decision()
+		got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, winBase+st.at, st.n)))
 		if got.Allowed != st.allowed {
 			t.Fatalf("call %d (n=%d): %+v, want allowed %v", i, st.n, got, st.allowed)
 		}
@@ -42,7 +42,7 @@ func TestSlidingLogLuaCostIsOneMember(t *testing.T) {
 	}
 	// Units of one instant share its member; each instant has one.
 	for i, st := range []struct{ at, n, members int64 }{{0, 3, 1}, {0, 4, 1}, {5, 2, 2}, {5, 1, 2}, {9, 1, 3}} {
-		if got := runLua(t, c, s, small, core.NewScriptArgs(&p, winBase+st.at, st.n)).Decision(); !got.Allowed {
+		if got := core.ScriptDecision(runLua(t, c, s, small, core.NewScriptArgs(&p, winBase+st.at, st.n))); !got.Allowed {
 			t.Fatalf("small call %d: denied %+v", i, got)
 		}
 		if m := c.ZCard(ctx, small).Val(); m != st.members {
@@ -78,7 +78,7 @@ func TestSlidingLogLuaDropsExpiredMembersAFewAtATime(t *testing.T) {
 	var state []byte
 	decide := func(at, n int64) core.Decision {
 		t.Helper()
-		got := runLua(t, c, s, key, core.NewScriptArgs(&p, at, n)).Decision()
+		got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, at, n)))
 		next, _, want := SlidingLog{}.Step(clone(state), at, n, &p)
 		if got != want {
 			t.Fatalf("at %d, n=%d: Lua %+v, Go %+v", at-winBase, n, got, want)

@@ -2,9 +2,9 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // TokenBucket is a bucket of B = Policy.Capacity() tokens, refilled with one
@@ -65,7 +65,7 @@ func (TokenBucket) Name() string { return "token-bucket" }
 func (TokenBucket) Quota(p *core.Policy) int64 { return p.Capacity() }
 
 // Script returns the Lua twin, lua/token-bucket.lua.
-func (TokenBucket) Script() *core.Script { return tokenBucketScript }
+func (TokenBucket) Script() *store.Script { return tokenBucketScript }
 
 // Step refills the bucket up to now and takes n tokens if there are that
 // many. See the type's doc for the bound and core.Algorithm for the

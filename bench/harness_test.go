@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"os"
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // What the Redis and Valkey benchmarks share: the policy, the algorithms,
@@ -50,7 +50,7 @@ func freshIdentity(tb testing.TB) string {
 
 // limiterStep is one decision through a core.Limiter on s, for an identity
 // of its own that is reset when the benchmark ends.
-func limiterStep(tb testing.TB, s core.Store, alg core.Algorithm, timeout time.Duration) benchStep {
+func limiterStep(tb testing.TB, s store.Store, alg core.Algorithm, timeout time.Duration) benchStep {
 	l, err := core.New(core.Config{Policy: benchPolicy, Algorithm: alg, Store: s, Timeout: timeout})
 	if err != nil {
 		tb.Fatal(err)

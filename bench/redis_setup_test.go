@@ -2,14 +2,14 @@ package bench
 
 import (
 	"context"
-	"strconv"
-	"testing"
-	"time"
-
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redis"
+	"strconv"
+	"testing"
+	"time"
 )
 
 // The Redis store against its peers, on one redis-server, in one run:
@@ -58,7 +58,7 @@ func redisBenchSluice(tb testing.TB, addr string, alg core.Algorithm, opts *redi
 func redisBenchEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep {
 	c := redisBenchClient(tb, addr)
 	sc := alg.(core.Scripted).Script()
-	keys := []string{core.Key{Namespace: "sluice:bench", Identity: freshIdentity(tb)}.String()}
+	keys := []string{store.Key{Namespace: "sluice:bench", Identity: freshIdentity(tb)}.String()}
 	tb.Cleanup(func() { c.Del(context.Background(), keys...) })
 	if err := c.ScriptLoad(context.Background(), sc.Source).Err(); err != nil {
 		tb.Fatal(err)

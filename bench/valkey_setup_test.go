@@ -2,15 +2,15 @@ package bench
 
 import (
 	"context"
-	"strconv"
-	"testing"
-	"time"
-
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
+	"strconv"
+	"testing"
+	"time"
 )
 
 // The Valkey store against its peers, on one redis-server, in one run:
@@ -56,7 +56,7 @@ func valkeySluice(tb testing.TB, addr string, alg core.Algorithm, timeout time.D
 func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep {
 	c := valkeyClient(tb, addr)
 	sc := alg.(core.Scripted).Script()
-	key := core.Key{Namespace: "sluice:bench", Identity: freshIdentity(tb)}.String()
+	key := store.Key{Namespace: "sluice:bench", Identity: freshIdentity(tb)}.String()
 	tb.Cleanup(func() { c.Do(context.Background(), c.B().Del().Key(key).Build()) })
 	if err := c.Do(context.Background(), c.B().ScriptLoad().Script(sc.Source).Build()).Error(); err != nil {
 		tb.Fatal(err)

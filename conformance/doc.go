@@ -6,7 +6,7 @@
 //	type harness struct{ addr string }
 //
 //	// NewStore returns a client of its own: one instance of a fleet.
-//	func (h harness) NewStore(t testing.TB) core.Store {
+//	func (h harness) NewStore(t testing.TB) store.Store {
 //		s := mystore.New(mystore.Dial(h.addr), nil)
 //		t.Cleanup(func() { s.Close() })
 //		return s
@@ -46,10 +46,10 @@
 // # What Run checks
 //
 // For every algorithm the harness declares (all seven of package algorithm
-// by default), on the generic path (core.Store.Update, or for Allow the
-// core.Binder fast path of a store that has one, as a Limiter would use it)
+// by default), on the generic path (store.Store.Update, or for Allow the
+// inproc.Binder fast path of a store that has one, as a Limiter would use it)
 // and, when Capabilities.Scripts is set, again on the script path
-// (core.ScriptRunner):
+// (store.ScriptRunner):
 //
 //   - Admission: 200 concurrent calls for one key, spread over three
 //     Limiters on three clients, under a ManualClock stopped at one instant.
@@ -76,7 +76,7 @@
 //     recover from a full drain (2·Window + Burst·Interval + MaxDelay +
 //     LeaseTTL, a few minutes here), never only when real time catches up
 //     with the fast clock. A store passes by declaring its skew
-//     (core.ClockSkewer), so that the Limiter clamps what it reads
+//     (store.ClockSkewer), so that the Limiter clamps what it reads
 //     (core.Clamper).
 //   - InFlight, InFlightNoClock, LeaseReclaim (the concurrency algorithm):
 //     workers on every instance Acquire, hold and Release; an atomic count
@@ -98,7 +98,7 @@
 //     a fresh key (and, with an Inspector, the key does not exist).
 //   - Identities: long, binary and separator-laden identities work and keep
 //     states of their own.
-//   - Reset: on a core.Deleter, Reset from one instance empties the key
+//   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short
 //     TTL is gone within a few seconds of it.

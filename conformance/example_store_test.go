@@ -3,13 +3,13 @@ package conformance_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"testing"
-	"time"
-
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"sync"
+	"testing"
+	"time"
 )
 
 // This file is the store author's guide in code (see "Writing a store" in
@@ -51,26 +51,26 @@ type rowStore struct {
 	// skew is added to every TTL: instances decide by their own clocks,
 	// and a state must outlive its TTL on the clock of the slowest of them.
 	skew  time.Duration
-	retry core.RetryPolicy
+	retry store.RetryPolicy
 }
 
 var (
-	_ core.Store       = (*rowStore)(nil)
-	_ core.Deleter     = (*rowStore)(nil)
-	_ core.ClockSkewer = (*rowStore)(nil)
+	_ store.Store       = (*rowStore)(nil)
+	_ store.Deleter     = (*rowStore)(nil)
+	_ store.ClockSkewer = (*rowStore)(nil)
 )
 
 // Update is the whole contract: an atomic read-modify-write of one key.
-// core.CASUpdate runs the loop (load, apply, swap, back off and retry on a
-// conflict, give up with a *core.ContentionError); the store gives it Load
+// store.CASUpdate runs the loop (load, apply, swap, back off and retry on a
+// conflict, give up with a *store.ContentionError); the store gives it Load
 // and Swap through an unexported type, so that applications never see them.
-func (s *rowStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
-	_, err := core.CASUpdate(ctx, rowCAS{s}, key.String(), m, s.retry)
+func (s *rowStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	_, err := store.CASUpdate(ctx, rowCAS{s}, key.String(), m, s.retry)
 	return err
 }
 
 // Delete removes key (Limiter.Reset).
-func (s *rowStore) Delete(ctx context.Context, key core.Key) error {
+func (s *rowStore) Delete(ctx context.Context, key store.Key) error {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
 	delete(s.t.rows, key.String())
@@ -84,8 +84,8 @@ type rowCAS struct{ s *rowStore }
 func (c rowCAS) Load(ctx context.Context, key string) ([]byte, any, error) {
 	if err := ctx.Err(); err != nil {
 		// A real client returns its network errors here, wrapped so that
-		// they match core.ErrUnavailable (see core.StoreError).
-		return nil, nil, &core.StoreError{Op: "load", Err: err}
+		// they match core.ErrUnavailable (see store.Error).
+		return nil, nil, &store.Error{Op: "load", Err: err}
 	}
 	c.s.t.mu.Lock()
 	defer c.s.t.mu.Unlock()
@@ -102,7 +102,7 @@ func (c rowCAS) Load(ctx context.Context, key string) ([]byte, any, error) {
 // insert that does nothing when an expired row is in the way.
 func (c rowCAS) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, &core.StoreError{Op: "swap", Err: err}
+		return false, &store.Error{Op: "swap", Err: err}
 	}
 	c.s.t.mu.Lock()
 	defer c.s.t.mu.Unlock()
@@ -129,7 +129,7 @@ func (c rowCAS) Swap(ctx context.Context, key string, token any, next []byte, tt
 // rowHarness gives the suite fresh clients of one table.
 type rowHarness struct{ t *table }
 
-func (h rowHarness) NewStore(testing.TB) core.Store {
+func (h rowHarness) NewStore(testing.TB) store.Store {
 	return &rowStore{t: h.t, skew: time.Second}
 }
 
@@ -140,7 +140,7 @@ func (rowHarness) Capabilities() conformance.Capabilities {
 }
 
 // Exists lets the suite look into the table (conformance.Inspector).
-func (h rowHarness) Exists(_ context.Context, key core.Key) (bool, error) {
+func (h rowHarness) Exists(_ context.Context, key store.Key) (bool, error) {
 	h.t.mu.Lock()
 	defer h.t.mu.Unlock()
 	_, ok := h.t.live(key.String())

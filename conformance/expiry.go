@@ -2,10 +2,10 @@ package conformance
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // expiryGrace is how long after its TTL (rounded down to a second) a key
@@ -34,7 +34,7 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 	const slack = 50 * time.Millisecond
 	type written struct {
 		alg string
-		key core.Key
+		key store.Key
 		ttl time.Duration
 		at  time.Time
 		e   *env

@@ -2,10 +2,10 @@ package conformance
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // fastClockAhead is how far the fast instance of checkFastClock runs ahead:
@@ -22,9 +22,9 @@ func fastClockPolicy() core.Policy {
 }
 
 // skewOf is the clock skew the store allows for: what it declares
-// (core.ClockSkewer), else what the harness declares.
+// (store.ClockSkewer), else what the harness declares.
 func (e *env) skewOf() time.Duration {
-	if sk, ok := e.stores[0].(core.ClockSkewer); ok {
+	if sk, ok := e.stores[0].(store.ClockSkewer); ok {
 		return max(sk.ClockSkew(), 0)
 	}
 	return e.caps.ClockSkew
@@ -65,8 +65,8 @@ func checkFastClock(t testing.TB, e *env) {
 			"their quota of %d %v after their first decision (ClockSkew %v plus the policy's horizon %v); "+
 			"that first decision was %s, the first refusal after %s",
 			e.alg.Name(), fastClockAhead, got, q, bound, skew, horizon(p), brief(first), brief(denied))
-		if _, ok := e.stores[0].(core.ClockSkewer); !ok {
-			t.Errorf("%s: the store (%T) is not a core.ClockSkewer: a Limiter clamps a far-ahead stored time only "+
+		if _, ok := e.stores[0].(store.ClockSkewer); !ok {
+			t.Errorf("%s: the store (%T) is not a store.ClockSkewer: a Limiter clamps a far-ahead stored time only "+
 				"over a store that declares the clock skew it allows for", e.alg.Name(), e.stores[0])
 		} else if _, ok := e.alg.(core.Clamper); !ok {
 			t.Errorf("%s: the algorithm (%T) is not a core.Clamper: a Limiter cannot clamp its states", e.alg.Name(), e.alg)

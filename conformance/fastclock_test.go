@@ -2,11 +2,11 @@ package conformance
 
 import (
 	"context"
-	"strings"
-	"testing"
-
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"strings"
+	"testing"
 )
 
 // unclamped hides the algorithm's core.Clamper: its steps stand still at
@@ -24,20 +24,20 @@ func hideClamp(a core.Algorithm) core.Algorithm {
 	return unclamped{a}
 }
 
-// silentSkewStore is the reference store without core.ClockSkewer: a
+// silentSkewStore is the reference store without store.ClockSkewer: a
 // store that never tells the Limiter what skew it allows for, so that no
 // state it holds is clamped.
 type silentSkewStore struct{ s *refStore }
 
-func (s silentSkewStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s silentSkewStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	return s.s.Update(ctx, key, m)
 }
 
-func (s silentSkewStore) Delete(ctx context.Context, key core.Key) error {
+func (s silentSkewStore) Delete(ctx context.Context, key store.Key) error {
 	return s.s.Delete(ctx, key)
 }
 
-func silentSkew(s *refStore) core.Store { return silentSkewStore{s} }
+func silentSkew(s *refStore) store.Store { return silentSkewStore{s} }
 
 // A store or an algorithm that lets a clock an hour fast hold a key in its
 // future starves the correct instances of the fleet, and FastClock says so,
@@ -46,7 +46,7 @@ func TestFastClockStarvationIsCaught(t *testing.T) {
 	for _, alg := range algorithm.All() {
 		t.Run(alg.Name(), func(t *testing.T) {
 			t.Run("store", func(t *testing.T) {
-				expectFailure(t, checkFastClock, maker(silentSkew, Capabilities{ClockSkew: refSkew}, false), alg, "not a core.ClockSkewer")
+				expectFailure(t, checkFastClock, maker(silentSkew, Capabilities{ClockSkew: refSkew}, false), alg, "not a store.ClockSkewer")
 			})
 			t.Run("algorithm", func(t *testing.T) {
 				expectAlgFailure(t, checkFastClock, maker(plain, Capabilities{ClockSkew: refSkew}, false), hideClamp(alg), alg, "STARVED")

@@ -1,12 +1,11 @@
 package conformance
 
 import (
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // These tests show that the suite can fail: each runs one check against a
@@ -58,7 +57,7 @@ func TestNonAtomicStoreOverAdmits(t *testing.T) {
 	}
 }
 
-// A store whose core.Binder fast path is not atomic over-admits, though
+// A store whose inproc.Binder fast path is not atomic over-admits, though
 // its Update is atomic: the suite decides through Take wherever the Limiter
 // does.
 func TestNonAtomicBinderOverAdmits(t *testing.T) {

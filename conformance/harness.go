@@ -2,10 +2,10 @@ package conformance
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // Harness gives the suite access to the one backend under test. Run calls
@@ -20,9 +20,9 @@ type Harness interface {
 	// registers the client's teardown (Close) with t.Cleanup, and calls
 	// t.Fatal if it cannot connect. An in-process store has no clients: its
 	// harness returns the same store every time.
-	NewStore(t testing.TB) core.Store
+	NewStore(t testing.TB) store.Store
 	// Capabilities says what the store can do. The suite reads it once per
-	// harness and never guesses: a store that is a core.ScriptRunner but
+	// harness and never guesses: a store that is a store.ScriptRunner but
 	// does not declare Scripts fails, and so does the converse.
 	Capabilities() Capabilities
 }
@@ -37,10 +37,10 @@ type Capabilities struct {
 	// of their own lists it here, with the seven, to put it through the
 	// same checks.
 	Algorithms []core.Algorithm
-	// Scripts declares that NewStore returns a core.ScriptRunner. The suite
+	// Scripts declares that NewStore returns a store.ScriptRunner. The suite
 	// then runs every check twice: on the script path (each decision is the
 	// algorithm's Lua twin, run by the store) and, with core.Config.NoScript,
-	// on the generic path (core.Store.Update). Algorithms that are not
+	// on the generic path (store.Store.Update). Algorithms that are not
 	// core.Scripted run on the generic path only.
 	Scripts bool
 	// ClockSkew is the largest disagreement between the clocks of a fleet's
@@ -72,5 +72,5 @@ type Inspector interface {
 	// Exists reports whether the backend holds live (unexpired) state for
 	// key, read through a client of its own. The key is the one the Limiter
 	// passed to the store: a network store looks up key.String().
-	Exists(ctx context.Context, key core.Key) (bool, error)
+	Exists(ctx context.Context, key store.Key) (bool, error)
 }

@@ -1,17 +1,16 @@
 package conformance
 
 import (
-	"testing"
-
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
+	"testing"
 )
 
 // memoryHarness runs the suite against the in-process store: one store is
 // the whole backend, so every NewStore returns it.
 type memoryHarness struct{ s *memory.Store }
 
-func (h memoryHarness) NewStore(testing.TB) core.Store { return h.s }
+func (h memoryHarness) NewStore(testing.TB) store.Store { return h.s }
 
 func (memoryHarness) Capabilities() Capabilities { return Capabilities{OneClock: true} }
 

@@ -2,10 +2,9 @@ package conformance
 
 import (
 	"bytes"
+	"github.com/sluicehq/sluice/core"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // This file is the specification side of every comparison: the algorithm's
@@ -203,7 +202,7 @@ func (m *model) observe(t testing.TB, now int64, c call, got core.Decision, star
 		// The store may have expired the key if its TTL has run out since
 		// the write, by the store's own clock (at most end - b.wall has
 		// passed) or by the Limiter's (an in-process store may expire on
-		// the decisions' time line: core.Timed).
+		// the decisions' time line: inproc.Timed).
 		if b.state != nil && (end.Sub(b.wall) >= b.ttl || now >= b.now+int64(b.ttl/time.Microsecond)) {
 			states = append(states, branch{})
 		}

@@ -1,6 +1,8 @@
 package conformance
 
-import "time"
+import (
+	"time"
+)
 
 // refSkew is the clock skew the reference store declares: the largest any
 // of its harnesses declares, so that the clamp never cuts inside the skew a
@@ -8,5 +10,5 @@ import "time"
 const refSkew = 5 * time.Second
 
 // ClockSkew makes the reference store, and every fault built on it, a
-// core.ClockSkewer.
+// store.ClockSkewer.
 func (s *refStore) ClockSkew() time.Duration { return refSkew }

@@ -3,13 +3,14 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // refStore is the reference store: a map under one mutex, with expiry by
@@ -19,7 +20,7 @@ type refStore struct {
 	m  map[string]refEntry
 	// ttlScale multiplies every TTL (1 when zero); the faults below use it.
 	ttlScale float64
-	// timed expires keys on the decisions' time line (core.Timed), as the
+	// timed expires keys on the decisions' time line (inproc.Timed), as the
 	// memory store does, instead of by the wall clock.
 	timed bool
 }
@@ -32,8 +33,8 @@ type refEntry struct {
 func newRefStore() *refStore { return &refStore{m: map[string]refEntry{}} }
 
 // now is the time expiry is judged by for m (nil: the wall clock).
-func (s *refStore) now(m core.Mutation) time.Time {
-	if t, ok := m.(core.Timed); ok && s.timed {
+func (s *refStore) now(m store.Mutation) time.Time {
+	if t, ok := m.(inproc.Timed); ok && s.timed {
 		return time.UnixMicro(t.Now())
 	}
 	return time.Now()
@@ -54,7 +55,7 @@ func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time
 	s.m[k] = refEntry{clone(next), now.Add(ttl)}
 }
 
-func (s *refStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s *refStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -67,14 +68,14 @@ func (s *refStore) Update(ctx context.Context, key core.Key, m core.Mutation) er
 	return nil
 }
 
-func (s *refStore) Delete(ctx context.Context, key core.Key) error {
+func (s *refStore) Delete(ctx context.Context, key store.Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key.String())
 	return nil
 }
 
-func (s *refStore) exists(key core.Key) bool {
+func (s *refStore) exists(key store.Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.load(key.String(), time.Now()) != nil
@@ -85,9 +86,9 @@ func (s *refStore) exists(key core.Key) bool {
 // the store's clock when the Limiter sends none, as a server does.
 type refScriptStore struct{ *refStore }
 
-var _ core.ScriptRunner = refScriptStore{}
+var _ store.ScriptRunner = refScriptStore{}
 
-func (s refScriptStore) RunScript(ctx context.Context, sc *core.Script, key core.Key, a core.ScriptArgs) (core.ScriptResult, error) {
+func (s refScriptStore) RunScript(ctx context.Context, sc *store.Script, key store.Key, a store.ScriptArgs) (store.ScriptResult, error) {
 	var alg core.Algorithm
 	for _, x := range algorithm.All() {
 		if x.Name() == sc.Name {
@@ -95,7 +96,7 @@ func (s refScriptStore) RunScript(ctx context.Context, sc *core.Script, key core
 		}
 	}
 	if alg == nil {
-		return core.ScriptResult{}, fmt.Errorf("no algorithm runs script %q", sc.Name)
+		return store.ScriptResult{}, fmt.Errorf("no algorithm runs script %q", sc.Name)
 	}
 	p := core.Policy{Name: "script", Limit: a.Limit, Window: core.Micros(a.Window), Burst: a.Burst,
 		MaxDelay: core.Micros(a.MaxDelay), LeaseTTL: core.Micros(a.LeaseTTL)}
@@ -106,7 +107,7 @@ func (s refScriptStore) RunScript(ctx context.Context, sc *core.Script, key core
 	var d core.Decision
 	err := s.Update(ctx, key, mutationFunc(func(state []byte) ([]byte, time.Duration) {
 		if l, ok := alg.(core.Leaser); ok {
-			if a.Op == core.OpRelease {
+			if a.Op == store.OpRelease {
 				return l.Release(state, now, a.Lease, &p)
 			}
 			next, ttl, dd := l.Acquire(state, now, a.Lease, &p)
@@ -122,7 +123,7 @@ func (s refScriptStore) RunScript(ctx context.Context, sc *core.Script, key core
 		bit = 1
 	}
 	us := func(x time.Duration) int64 { return int64(x / time.Microsecond) }
-	return core.ScriptResult{bit, d.Limit, d.Remaining, us(d.RetryAfter), us(d.ResetAfter), us(d.Delay)}, err
+	return store.ScriptResult{bit, d.Limit, d.Remaining, us(d.RetryAfter), us(d.ResetAfter), us(d.Delay)}, err
 }
 
 type mutationFunc func([]byte) ([]byte, time.Duration)
@@ -134,7 +135,7 @@ func (f mutationFunc) Apply(state []byte) ([]byte, time.Duration) { return f(sta
 // to happen, as a store that does GET then SET would be.
 type racyStore struct{ *refStore }
 
-func (s racyStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s racyStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	k, now := key.String(), s.now(m)
 	s.mu.Lock()
 	state := s.load(k, now)
@@ -158,7 +159,7 @@ type cachingStore struct {
 	mu    sync.Mutex
 }
 
-func (s *cachingStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s *cachingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	k, now := key.String(), s.now(m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,9 +184,9 @@ func (s *cachingStore) Update(ctx context.Context, key core.Key, m core.Mutation
 // forgetfulDeleteStore reports success from Delete and deletes nothing.
 type forgetfulDeleteStore struct{ *refStore }
 
-func (forgetfulDeleteStore) Delete(context.Context, core.Key) error { return nil }
+func (forgetfulDeleteStore) Delete(context.Context, store.Key) error { return nil }
 
-// binderStore adds a core.Binder fast path to refStore, with one of two
+// binderStore adds a inproc.Binder fast path to refStore, with one of two
 // defects: a racy Take is not atomic (its Update is: the Limiter decides
 // Allow through Take, so the suite must reach it); a stray Take is atomic
 // but writes another key than Update and Delete use, so Reset deletes
@@ -197,7 +198,7 @@ type binderStore struct {
 
 func (binderStore) InProcess() {}
 
-func (s binderStore) Bind(ns string) core.Taker { return binderTaker{s, ns} }
+func (s binderStore) Bind(ns string) inproc.Taker { return binderTaker{s, ns} }
 
 type binderTaker struct {
 	binderStore
@@ -205,7 +206,7 @@ type binderTaker struct {
 }
 
 func (t binderTaker) Take(id string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error) {
-	var s core.Store = t.refStore
+	var s store.Store = t.refStore
 	if t.racy {
 		s = racyStore{t.refStore}
 	}
@@ -213,7 +214,7 @@ func (t binderTaker) Take(id string, alg core.Algorithm, now, n int64, p *core.P
 		id = "stray:" + id
 	}
 	var d core.Decision
-	err := s.Update(context.Background(), core.Key{Namespace: t.ns, Identity: id}, mutationFunc(func(state []byte) ([]byte, time.Duration) {
+	err := s.Update(context.Background(), store.Key{Namespace: t.ns, Identity: id}, mutationFunc(func(state []byte) ([]byte, time.Duration) {
 		next, ttl, dd := alg.Step(state, now, n, p)
 		d = dd
 		return next, ttl
@@ -225,27 +226,27 @@ func (t binderTaker) Take(id string, alg core.Algorithm, now, n int64, p *core.P
 // NewStore.
 type harness struct {
 	backend   *refStore
-	newClient func(*refStore) core.Store
+	newClient func(*refStore) store.Store
 	caps      Capabilities
 }
 
-func (h *harness) NewStore(t testing.TB) core.Store { return h.newClient(h.backend) }
+func (h *harness) NewStore(t testing.TB) store.Store { return h.newClient(h.backend) }
 
 func (h *harness) Capabilities() Capabilities { return h.caps }
 
 // inspectingHarness is a harness that is also an Inspector.
 type inspectingHarness struct{ *harness }
 
-func (h inspectingHarness) Exists(ctx context.Context, key core.Key) (bool, error) {
+func (h inspectingHarness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	return h.backend.exists(key), nil
 }
 
 // maker returns a harness maker for the backend's clients.
-func maker(newClient func(*refStore) core.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
+func maker(newClient func(*refStore) store.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
 	return makerOf(newRefStore, newClient, caps, inspect)
 }
 
-func makerOf(backend func() *refStore, newClient func(*refStore) core.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
+func makerOf(backend func() *refStore, newClient func(*refStore) store.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
 	return func(testing.TB) Harness {
 		h := &harness{backend: backend(), newClient: newClient, caps: caps}
 		if inspect {
@@ -255,12 +256,12 @@ func makerOf(backend func() *refStore, newClient func(*refStore) core.Store, cap
 	}
 }
 
-func plain(s *refStore) core.Store       { return s }
-func scripted(s *refStore) core.Store    { return refScriptStore{s} }
-func racy(s *refStore) core.Store        { return racyStore{s} }
-func forgetful(s *refStore) core.Store   { return forgetfulDeleteStore{s} }
-func racyBinder(s *refStore) core.Store  { return binderStore{refStore: s, racy: true} }
-func strayBinder(s *refStore) core.Store { return binderStore{refStore: s, stray: true} }
-func caching(s *refStore) core.Store {
+func plain(s *refStore) store.Store       { return s }
+func scripted(s *refStore) store.Store    { return refScriptStore{s} }
+func racy(s *refStore) store.Store        { return racyStore{s} }
+func forgetful(s *refStore) store.Store   { return forgetfulDeleteStore{s} }
+func racyBinder(s *refStore) store.Store  { return binderStore{refStore: s, racy: true} }
+func strayBinder(s *refStore) store.Store { return binderStore{refStore: s, stray: true} }
+func caching(s *refStore) store.Store {
 	return &cachingStore{refStore: s, cache: map[string][]byte{}}
 }

@@ -2,13 +2,13 @@ package conformance
 
 import (
 	"errors"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
-// checkReset: on a core.Deleter, Reset from one instance deletes the key
+// checkReset: on a store.Deleter, Reset from one instance deletes the key
 // that another instance filled, so the next request meets the whole quota
 // (and, with an Inspector, the key is gone); Reset of an absent key is not
 // an error. On any other store Reset reports core.ErrUnsupported.
@@ -18,9 +18,9 @@ func checkReset(t testing.TB, e *env) {
 	fleet := e.fleet(t, p, clock, clock)
 	id := identity(t, fleet[0])
 	ctx := t.Context()
-	if _, ok := e.stores[0].(core.Deleter); !ok {
+	if _, ok := e.stores[0].(store.Deleter); !ok {
 		if err := fleet[1].Reset(ctx, id); !errors.Is(err, core.ErrUnsupported) {
-			t.Errorf("%s: the store is not a core.Deleter, yet Reset returned %v, want core.ErrUnsupported", e.alg.Name(), err)
+			t.Errorf("%s: the store is not a store.Deleter, yet Reset returned %v, want core.ErrUnsupported", e.alg.Name(), err)
 		}
 		return
 	}

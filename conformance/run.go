@@ -3,12 +3,12 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // Run runs the conformance suite against the store that newHarness gives.
@@ -17,7 +17,7 @@ import (
 //	func TestConformance(t *testing.T) { conformance.Run(t, newHarness) }
 //
 // Subtests are named <path>/<algorithm>/<check>, where path is "generic"
-// (core.Store.Update) or "script" (core.ScriptRunner), so that one failing
+// (store.Store.Update) or "script" (store.ScriptRunner), so that one failing
 // pair can be rerun with -run. newHarness is called once for the whole run
 // and once more in every <path>/<algorithm> subtest, with that subtest's t;
 // there the suite takes three NewStore clients (a fleet of three instances),
@@ -130,12 +130,12 @@ func checkCapabilities(t testing.TB, h Harness, algs []core.Algorithm) {
 	if s == nil {
 		t.Fatalf("NewStore returned nil")
 	}
-	_, runner := s.(core.ScriptRunner)
+	_, runner := s.(store.ScriptRunner)
 	switch {
 	case caps.Scripts && !runner:
-		t.Errorf("Capabilities.Scripts is set but the store (%T) is not a core.ScriptRunner", s)
+		t.Errorf("Capabilities.Scripts is set but the store (%T) is not a store.ScriptRunner", s)
 	case !caps.Scripts && runner:
-		t.Errorf("the store (%T) is a core.ScriptRunner: set Capabilities.Scripts so that the suite checks both paths", s)
+		t.Errorf("the store (%T) is a store.ScriptRunner: set Capabilities.Scripts so that the suite checks both paths", s)
 	}
 	switch {
 	case caps.ClockSkew < 0:
@@ -186,13 +186,13 @@ var epoch = time.Date(2026, time.March, 14, 15, 20, 0, 0, time.UTC)
 type env struct {
 	h      Harness
 	caps   Capabilities
-	stores []core.Store // fleetSize clients of the backend, each an instance
+	stores []store.Store // fleetSize clients of the backend, each an instance
 	alg    core.Algorithm
 	leaser core.Leaser // alg, when it holds leases
 	script bool
 	// model is alg as the Limiters on this path step it, the specification
 	// the decisions are compared with: clamped for the store's clock skew
-	// on the generic path of a core.ClockSkewer (core.WithClockSkew).
+	// on the generic path of a store.ClockSkewer (core.WithClockSkew).
 	model core.Algorithm
 }
 
@@ -209,14 +209,14 @@ func newEnv(t testing.TB, h Harness, alg core.Algorithm, script bool) *env {
 		e.stores = append(e.stores, s)
 	}
 	e.model = alg
-	if sk, ok := e.stores[0].(core.ClockSkewer); ok && !script {
+	if sk, ok := e.stores[0].(store.ClockSkewer); ok && !script {
 		e.model = core.WithClockSkew(alg, max(sk.ClockSkew(), 0))
 	}
 	return e
 }
 
 // limiter returns a Limiter on s.
-func (e *env) limiter(t testing.TB, s core.Store, p core.Policy, clock core.Clock) *core.Limiter {
+func (e *env) limiter(t testing.TB, s store.Store, p core.Policy, clock core.Clock) *core.Limiter {
 	t.Helper()
 	l, err := core.New(core.Config{
 		Policy: p, Algorithm: e.alg, Store: s, Prefix: keyPrefix, Clock: clock,

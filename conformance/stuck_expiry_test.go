@@ -3,10 +3,9 @@ package conformance
 import (
 	"context"
 	"errors"
-	"testing"
-
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"testing"
 )
 
 // stuckStore is refStore with the defect of a SQL store whose write of a
@@ -23,7 +22,7 @@ type stuckStore struct {
 
 var errStuck = errors.New("stuck store: the insert of a new key met an existing row and wrote nothing")
 
-func (s stuckStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s stuckStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -61,7 +60,7 @@ func TestStuckAfterExpiryFailsExpiry(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			stuck := func(testing.TB) Harness {
 				silent := c.silent
-				return inspectingHarness{&harness{backend: newRefStore(), newClient: func(s *refStore) core.Store {
+				return inspectingHarness{&harness{backend: newRefStore(), newClient: func(s *refStore) store.Store {
 					return stuckStore{refStore: s, silent: silent}
 				}}}
 			}

@@ -20,7 +20,7 @@ func TestReferenceScriptStore(t *testing.T) {
 }
 
 // The reference store expiring keys on the decisions' time line
-// (core.Timed), as an in-process store may.
+// (inproc.Timed), as an in-process store may.
 func TestReferenceTimedStore(t *testing.T) {
 	timed := func() *refStore { s := newRefStore(); s.timed = true; return s }
 	mk := makerOf(timed, plain, Capabilities{OneClock: true}, false)

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"github.com/sluicehq/sluice/store"
+	"time"
+)
 
 // Algorithm is a pure step over one key's state: no I/O, no clock reads.
 //
@@ -52,7 +55,7 @@ type Clamper interface {
 // follows the ScriptArgs convention and must decide exactly as Step does;
 // the conformance suite proves it, step by step.
 type Scripted interface {
-	Script() *Script
+	Script() *store.Script
 }
 
 // Leaser is an algorithm whose admissions are held until released: the

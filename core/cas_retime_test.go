@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/store"
 	"slices"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func (b tickingSwaps) Swap(ctx context.Context, key string, token any, next []by
 
 type tickingStore struct{ b tickingSwaps }
 
-func (s tickingStore) Update(ctx context.Context, key Key, m Mutation) error {
-	_, err := CASUpdate(ctx, s.b, key.String(), m, RetryPolicy{BaseBackoff: time.Nanosecond})
+func (s tickingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	_, err := store.CASUpdate(ctx, s.b, key.String(), m, store.RetryPolicy{BaseBackoff: time.Nanosecond})
 	return err
 }
 

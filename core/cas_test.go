@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,11 +56,11 @@ func (c *casMem) Swap(ctx context.Context, key string, token any, next []byte, t
 
 type casStore struct {
 	b *casMem
-	r RetryPolicy
+	r store.RetryPolicy
 }
 
-func (s casStore) Update(ctx context.Context, key Key, m Mutation) error {
-	_, err := CASUpdate(ctx, s.b, key.String(), m, s.r)
+func (s casStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	_, err := store.CASUpdate(ctx, s.b, key.String(), m, s.r)
 	return err
 }
 
@@ -101,9 +102,9 @@ func TestCASUpdateRetriesConflicts(t *testing.T) {
 func TestCASUpdateGivesUp(t *testing.T) {
 	b := newCASMem()
 	b.conflict = 1 << 30
-	r := RetryPolicy{MaxAttempts: 5, BaseBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
-	n, err := CASUpdate(context.Background(), b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, r)
-	var ce *ContentionError
+	r := store.RetryPolicy{MaxAttempts: 5, BaseBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
+	n, err := store.CASUpdate(context.Background(), b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, r)
+	var ce *store.ContentionError
 	if !errors.As(err, &ce) || ce.Attempts != 5 || n != 5 || !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrContention) {
 		t.Fatalf("attempts %d, err %v; want a ContentionError after 5", n, err)
 	}
@@ -112,7 +113,7 @@ func TestCASUpdateGivesUp(t *testing.T) {
 func TestCASUpdateDoesNotRetryErrors(t *testing.T) {
 	b := newCASMem()
 	b.swapErr = errors.New("i/o timeout")
-	_, err := CASUpdate(context.Background(), b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, RetryPolicy{})
+	_, err := store.CASUpdate(context.Background(), b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, store.RetryPolicy{})
 	if err == nil || b.swaps.Load() != 1 {
 		t.Fatalf("err %v after %d swaps; a failed swap may have written and must not be retried", err, b.swaps.Load())
 	}
@@ -122,10 +123,10 @@ func TestCASUpdateSkipsWriteWhenUnchanged(t *testing.T) {
 	b := newCASMem()
 	p := Policy{Name: "api", Limit: 1, Window: time.Second}
 	m := &mutation{alg: counter{}, p: &p, n: 1}
-	if _, err := CASUpdate(context.Background(), b, "k", m, RetryPolicy{}); err != nil || !m.d.Allowed {
+	if _, err := store.CASUpdate(context.Background(), b, "k", m, store.RetryPolicy{}); err != nil || !m.d.Allowed {
 		t.Fatal(err)
 	}
-	if _, err := CASUpdate(context.Background(), b, "k", m, RetryPolicy{}); err != nil || m.d.Allowed {
+	if _, err := store.CASUpdate(context.Background(), b, "k", m, store.RetryPolicy{}); err != nil || m.d.Allowed {
 		t.Fatalf("second unit on a limit of 1: %+v %v", m.d, err)
 	}
 	if got := b.swaps.Load(); got != 1 {
@@ -138,8 +139,8 @@ func TestCASUpdateStopsOnContext(t *testing.T) {
 	b.conflict = 1 << 30
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
-	r := RetryPolicy{MaxAttempts: 1 << 30, BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
-	_, err := CASUpdate(ctx, b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, r)
+	r := store.RetryPolicy{MaxAttempts: 1 << 30, BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+	_, err := store.CASUpdate(ctx, b, "k", &mutation{alg: counter{}, p: &testPolicy, n: 1}, r)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v; want the context's deadline", err)
 	}

@@ -1,6 +1,8 @@
 package core
 
-import "time"
+import (
+	"time"
+)
 
 // Decision is the answer to one check. It carries everything an HTTP adapter
 // needs to write Retry-After and the IETF RateLimit fields, so no second

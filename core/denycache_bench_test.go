@@ -2,12 +2,12 @@ package core_test
 
 import (
 	"context"
-	"sync/atomic"
-	"testing"
-
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
+	"sync/atomic"
+	"testing"
 )
 
 // remote is the memory store seen as a network store (not InProcess), which
@@ -17,7 +17,7 @@ type remote struct {
 	calls atomic.Int64
 }
 
-func (r *remote) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (r *remote) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	r.calls.Add(1)
 	return r.s.Update(ctx, key, m)
 }

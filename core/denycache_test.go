@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func (window) Step(state []byte, now, n int64, p *Policy) ([]byte, time.Duration
 	return next, Micros(left), Decision{Allowed: true, Limit: p.Limit, Remaining: p.Limit - used, ResetAfter: Micros(left)}
 }
 
-func denyLimiter(t *testing.T, s Store, clock Clock, opts *DenyCacheOptions) *Limiter {
+func denyLimiter(t *testing.T, s store.Store, clock Clock, opts *DenyCacheOptions) *Limiter {
 	t.Helper()
 	l, err := New(Config{Policy: PerSecond("api", 3), Algorithm: window{}, Store: s, Clock: clock, DenyCache: opts})
 	if err != nil {
@@ -173,7 +174,7 @@ func TestDenyCacheKeepsNoDegradedRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s.err = &StoreError{Op: "update", Err: errors.New("down")}
+	s.err = &store.Error{Op: "update", Err: errors.New("down")}
 	l.Allow(ctx, "a")
 	if d, _ := l.Allow(ctx, "a"); d.Allowed || !d.Degraded {
 		t.Fatalf("fallback: %+v; want a degraded refusal", d)

@@ -1,22 +1,30 @@
-// Package core holds Sluice's contracts: the Policy a limit is written in, the
-// Decision every check returns, the Store contract a backend implements, the
-// Limiter that ties them together, key building, the clock, the failure
-// policy, and the compare-and-swap retry loop that every CAS-based store
-// shares.
+// Package core is what an application uses to enforce a rate limit: a
+// [Limiter] built from a [Config] (a [Policy], an [Algorithm] and a store),
+// the [Decision] every check returns, the failure modes for a store that
+// cannot answer, the errors, and the [Clock].
 //
-// core imports the standard library only. It knows no store, no algorithm and
-// no framework: those live in their own packages and depend on this one.
+//	limiter, err := core.New(core.Config{
+//		Policy:    core.Policy{Name: "api", Limit: 100, Window: time.Minute},
+//		Algorithm: algorithm.GCRA{},
+//		Store:     sredis.New(client, nil),
+//	})
+//	d, err := limiter.Allow(ctx, clientID) // d.Allowed, d.RetryAfter, ...
+//
+// A denied request is a Decision with Allowed false, never an error. An
+// error means the store could not decide (errors.Is(err, ErrUnavailable)),
+// or the input was bad (ErrInvalidInput, ErrInvalidPolicy), or the caller's
+// context ended.
+//
+// core knows no store, no algorithm and no framework. The contract a store
+// implements lives in package store (an application never needs it); the
+// algorithms in package algorithm; the HTTP doors in adapters/.
 //
 // # Time
 //
 // Every algorithm works in whole microseconds since the Unix epoch. A
 // Limiter reads its Clock once per decision. Stores that run scripts on the
 // server (Redis, Valkey) read the server's clock instead when the Limiter has
-// no Clock of its own, so that instances with skewed clocks agree. Every
-// other store decides on each Limiter's clock; one that declares the skew it
-// allows for (ClockSkewer) has every state clamped before the step
-// (Clamper, WithClockSkew), so that an instance whose clock runs far ahead
-// cannot hold the keys it wrote in its future.
+// no Clock of its own, so that instances with skewed clocks agree.
 //
 // # Keys
 //

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/store"
 )
 
 var (
@@ -12,32 +13,20 @@ var (
 	// arguments: an empty key, a cost n <= 0, a cost above the policy's
 	// capacity. Nothing is written to the store for such a call.
 	ErrInvalidInput = errors.New("sluice: invalid input")
-	// ErrUnavailable matches every error that means the store could not
-	// decide: a network error, a deadline, exhausted CAS retries, an outcome
-	// that is unknown. The Limiter's failure policy handles these; with
-	// FailClosed they reach the caller.
-	ErrUnavailable = errors.New("sluice: store unavailable")
-	// ErrContention matches *ContentionError: a CAS loop gave up.
-	ErrContention = errors.New("sluice: too much contention on one key")
-	// ErrOutcomeUnknown matches a store error after which the update may or
-	// may not have been applied (a reply lost after the request was sent).
-	// Such a call is never retried: retrying could count a request twice.
-	//
-	// A store classes each failure by what is known of it, and only the
-	// third class matches: not sent (no connection could be had: a refused
-	// or failed dial, a closed client, a deadline met before the request
-	// was written), rejected before writing (the server refused the request,
-	// or refused a script's first write, so nothing changed), or sent with
-	// its reply lost (a timeout, a broken connection once the request went
-	// out, an error raised after a script may have written). All three
-	// match ErrUnavailable. An Acquire whose outcome is unknown releases its
-	// lease id in the background (see Limiter.Acquire).
-	ErrOutcomeUnknown = errors.New("sluice: outcome unknown")
 	// ErrUnsupported is returned for an operation the algorithm or store
 	// does not offer (for example Acquire on a rate algorithm).
 	ErrUnsupported = errors.New("sluice: unsupported")
 	// ErrLeaseReleased is returned by a second Release of one lease.
 	ErrLeaseReleased = errors.New("sluice: lease already released")
+	// ErrUnavailable is [store.ErrUnavailable], so that errors.Is finds it from either
+	// package.
+	ErrUnavailable = store.ErrUnavailable
+	// ErrContention is [store.ErrContention], so that errors.Is finds it from either
+	// package.
+	ErrContention = store.ErrContention
+	// ErrOutcomeUnknown is [store.ErrOutcomeUnknown], so that errors.Is finds it from either
+	// package.
+	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 )
 
 // PolicyError names the field of a Policy that is not valid and why.
@@ -64,47 +53,6 @@ func (e *InputError) Error() string { return "sluice: " + e.Arg + " " + e.Reason
 
 // Is makes errors.Is(err, ErrInvalidInput) true.
 func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
-
-// StoreError wraps an error from a store: the store could not decide.
-type StoreError struct {
-	Op  string // "update", "script", "release", ...
-	Err error
-}
-
-func (e *StoreError) Error() string { return "sluice: store " + e.Op + ": " + e.Err.Error() }
-
-// Unwrap returns the store's own error.
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrUnavailable) true.
-func (e *StoreError) Is(target error) bool { return target == ErrUnavailable }
-
-// ContentionError is returned by the CAS loop when every attempt lost a race.
-type ContentionError struct {
-	Attempts int
-}
-
-func (e *ContentionError) Error() string {
-	return fmt.Sprintf("sluice: gave up after %d compare-and-swap conflicts on one key", e.Attempts)
-}
-
-// Is makes errors.Is(err, ErrContention) and errors.Is(err, ErrUnavailable)
-// true.
-func (e *ContentionError) Is(target error) bool {
-	return target == ErrContention || target == ErrUnavailable
-}
-
-// UnknownOutcome wraps err so that it matches ErrOutcomeUnknown (and
-// ErrUnavailable). Stores use it for a reply lost after the request went out.
-func UnknownOutcome(err error) error { return &unknownOutcome{err} }
-
-type unknownOutcome struct{ err error }
-
-func (e *unknownOutcome) Error() string { return "outcome unknown: " + e.err.Error() }
-func (e *unknownOutcome) Unwrap() error { return e.err }
-func (e *unknownOutcome) Is(target error) bool {
-	return target == ErrOutcomeUnknown || target == ErrUnavailable
-}
 
 // ErrEvictable matches every *EvictionWarning: a server behind a store may
 // evict limiter keys (or the store could not tell whether it may), so limits

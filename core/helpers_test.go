@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/binary"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
 )
@@ -63,10 +64,10 @@ type mapStore struct {
 
 func newMapStore() *mapStore { return &mapStore{m: map[string][]byte{}} }
 
-func (s *mapStore) Update(ctx context.Context, key Key, m Mutation) error {
+func (s *mapStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if s.block {
 		<-ctx.Done()
-		return &StoreError{Op: "update", Err: ctx.Err()}
+		return &store.Error{Op: "update", Err: ctx.Err()}
 	}
 	if s.delay > 0 {
 		time.Sleep(s.delay)
@@ -85,7 +86,7 @@ func (s *mapStore) Update(ctx context.Context, key Key, m Mutation) error {
 	return nil
 }
 
-func (s *mapStore) Delete(ctx context.Context, key Key) error {
+func (s *mapStore) Delete(ctx context.Context, key store.Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key.String())

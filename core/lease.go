@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,7 @@ import (
 // bound.
 type Lease struct {
 	l        *Limiter
-	key      Key
+	key      store.Key
 	id       uint64
 	degraded bool
 	done     atomic.Bool
@@ -62,9 +63,9 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 	if l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	key := Key{Namespace: l.ns, Identity: identity}
+	key := store.Key{Namespace: l.ns, Identity: identity}
 	id := newLeaseID()
-	d, storeErr := l.do(ctx, key, OpTake, 1, id)
+	d, storeErr := l.do(ctx, key, store.OpTake, 1, id)
 	if storeErr != nil && errors.Is(storeErr, ErrOutcomeUnknown) {
 		l.releaseOrphan(key, id)
 	}
@@ -135,12 +136,12 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	_, err := l.do(ctx, ls.key, OpRelease, 1, ls.id)
+	_, err := l.do(ctx, ls.key, store.OpRelease, 1, ls.id)
 	if l.cfg.Observer != nil {
 		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
 	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
-		err = &StoreError{Op: "release", Err: err}
+		err = &store.Error{Op: "release", Err: err}
 	}
 	return err
 }
@@ -162,7 +163,7 @@ var orphansRunning atomic.Int64
 // releaseOrphan releases lease id of key in the background, within the
 // bounds above. Release is idempotent, so an attempt whose own outcome is
 // unknown is simply tried again.
-func (l *Limiter) releaseOrphan(key Key, id uint64) {
+func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 	wait := l.cfg.Timeout
 	if wait <= 0 {
 		wait = DefaultTimeout
@@ -186,7 +187,7 @@ func (l *Limiter) releaseOrphan(key Key, id uint64) {
 				time.Sleep(b/2 + rand.N(b/2+1))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			_, err = l.do(ctx, key, OpRelease, 1, id)
+			_, err = l.do(ctx, key, store.OpRelease, 1, id)
 			cancel()
 			if err == nil {
 				break
@@ -194,7 +195,7 @@ func (l *Limiter) releaseOrphan(key Key, id uint64) {
 		}
 		if l.cfg.Observer != nil {
 			if err != nil && !errors.Is(err, ErrUnavailable) {
-				err = &StoreError{Op: "release", Err: err}
+				err = &store.Error{Op: "release", Err: err}
 			}
 			l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
 		}

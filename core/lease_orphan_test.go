@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,19 +20,19 @@ type lossyStore struct {
 	releases     atomic.Int64
 }
 
-func (s *lossyStore) Update(ctx context.Context, key Key, m Mutation) error {
-	release := m.(*mutation).op == OpRelease
+func (s *lossyStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	release := m.(*mutation).op == store.OpRelease
 	if release {
 		s.releases.Add(1)
 		if s.failReleases.Add(-1) >= 0 {
-			return UnknownOutcome(errors.New("release reply lost"))
+			return store.UnknownOutcome(errors.New("release reply lost"))
 		}
 	}
 	if err := s.mapStore.Update(ctx, key, m); err != nil {
 		return err
 	}
 	if !release && s.lostTakes.Add(-1) >= 0 {
-		return UnknownOutcome(errors.New("acquire reply lost"))
+		return store.UnknownOutcome(errors.New("acquire reply lost"))
 	}
 	return nil
 }
@@ -123,7 +124,7 @@ func TestAcquireUnknownOutcomeReleaseBounded(t *testing.T) {
 // sends no release.
 func TestAcquireKnownFailureReleasesNothing(t *testing.T) {
 	s := newMapStore()
-	s.err = &StoreError{Op: "update", Err: errors.New("connection refused")}
+	s.err = &store.Error{Op: "update", Err: errors.New("connection refused")}
 	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s})
 	if _, _, err := l.Acquire(context.Background(), "k"); err == nil {
 		t.Fatal("Acquire succeeded on a failing store")

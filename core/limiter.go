@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,7 @@ type Config struct {
 	Algorithm Algorithm
 	// Store holds the state. When it is also a ScriptRunner and Algorithm is
 	// Scripted, each decision is one server-side script.
-	Store Store
+	Store store.Store
 	// Prefix starts every key. Default DefaultPrefix. Two limiters with the
 	// same prefix and policy name share counters, across processes too. 1 to
 	// 64 characters from [A-Za-z0-9._:-]: no brace (it would move every key
@@ -134,10 +135,10 @@ type Limiter struct {
 	alg    Algorithm
 	quota  int64
 	ns     string
-	script *Script
-	runner ScriptRunner
+	script *store.Script
+	runner store.ScriptRunner
 	leaser Leaser
-	taker  Taker // the store's fast path for Allow, when it is a Binder
+	taker  taker // the store's fast path for Allow, when it binds (internal/inproc)
 	deny   *denyCache
 	local  bool
 	ticks  atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
@@ -184,17 +185,17 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	l := &Limiter{cfg: cfg, p: cfg.Policy, alg: cfg.Algorithm, ns: Namespace(cfg.Prefix, cfg.Policy.Name)}
+	l := &Limiter{cfg: cfg, p: cfg.Policy, alg: cfg.Algorithm, ns: store.Namespace(cfg.Prefix, cfg.Policy.Name)}
 	l.quota = l.alg.Quota(&l.p)
 	l.leaser, _ = cfg.Algorithm.(Leaser)
-	_, l.local = cfg.Store.(InProcess)
+	_, l.local = cfg.Store.(interface{ InProcess() })
 	if s, ok := cfg.Algorithm.(Scripted); ok && !cfg.NoScript {
-		if r, ok := cfg.Store.(ScriptRunner); ok {
+		if r, ok := cfg.Store.(store.ScriptRunner); ok {
 			l.script, l.runner = s.Script(), r
 		}
 	}
 	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil)
-	if b, ok := cfg.Store.(Binder); ok && l.local && l.runner == nil && l.leaser == nil {
+	if b, ok := cfg.Store.(binder); ok && l.local && l.runner == nil && l.leaser == nil {
 		l.taker = b.Bind(l.ns)
 	}
 	if cfg.DenyCache != nil && !l.local {
@@ -231,7 +232,9 @@ func (l *Limiter) Algorithm() Algorithm { return l.alg }
 func (l *Limiter) Quota() int64 { return l.quota }
 
 // Key returns the store key for identity.
-func (l *Limiter) Key(identity string) Key { return Key{Namespace: l.ns, Identity: identity} }
+func (l *Limiter) Key(identity string) store.Key {
+	return store.Key{Namespace: l.ns, Identity: identity}
+}
 
 // Allow is shorthand for AllowN(ctx, identity, 1).
 func (l *Limiter) Allow(ctx context.Context, identity string) (Decision, error) {
@@ -269,7 +272,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	if l.deny != nil || l.cfg.PreFilter != nil {
 		return l.guarded(ctx, identity, n, start)
 	}
-	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
 	return l.settle(ctx, identity, n, d, err, start)
 }
 
@@ -333,11 +336,11 @@ func (l *Limiter) inputError(identity string, n int64) error {
 // included, is a *StoreError (matching ErrUnavailable) for the failure
 // policy.
 func storeFailure(ctx context.Context, op string, err error) (_ error, callerGone bool) {
-	if ctx.Err() != nil && IsContextError(err) {
+	if ctx.Err() != nil && store.IsContextError(err) {
 		return ctx.Err(), true
 	}
 	if !errors.Is(err, ErrUnavailable) {
-		err = &StoreError{Op: op, Err: err}
+		err = &store.Error{Op: op, Err: err}
 	}
 	return err, false
 }
@@ -363,7 +366,7 @@ func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error)
 }
 
 // do runs one operation on the store, with the deadline.
-func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint64) (Decision, error) {
+func (l *Limiter) do(ctx context.Context, key store.Key, op int64, n int64, lease uint64) (Decision, error) {
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
 	if l.runner != nil {
@@ -376,7 +379,7 @@ func (l *Limiter) do(ctx context.Context, key Key, op int64, n int64, lease uint
 		if err != nil {
 			return Decision{}, err
 		}
-		return r.Decision(), nil
+		return ScriptDecision(r), nil
 	}
 	m := mutationPool.Get().(*mutation)
 	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.step, l.leaser, &l.p, n, lease, op
@@ -413,13 +416,13 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if identity == "" {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}
-	d, ok := l.cfg.Store.(Deleter)
+	d, ok := l.cfg.Store.(store.Deleter)
 	if !ok {
 		return fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
 	}
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
-	err := d.Delete(ctx, Key{Namespace: l.ns, Identity: identity})
+	err := d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
 	if l.deny != nil {
 		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back
 	}
@@ -445,7 +448,7 @@ func (m *mutation) Apply(state []byte) ([]byte, time.Duration) {
 	var next []byte
 	var ttl time.Duration
 	switch {
-	case m.op == OpRelease:
+	case m.op == store.OpRelease:
 		next, ttl = m.leaser.Release(state, m.now, m.lease, m.p)
 	case m.leaser != nil:
 		next, ttl, m.d = m.leaser.Acquire(state, m.now, m.lease, m.p)
@@ -455,14 +458,12 @@ func (m *mutation) Apply(state []byte) ([]byte, time.Duration) {
 	return next, ttl
 }
 
-var _ Timed = (*mutation)(nil)
-
-// Now is the time of the decision, in µs since the Unix epoch (Timed).
+// Now is the time of the decision, in µs since the Unix epoch (see
+// internal/inproc.Timed).
 func (m *mutation) Now() int64 { return m.now }
 
-var _ Retimer = (*mutation)(nil)
-
-// Retime reads the limiter's clock again (Retimer). A mutation built
+// Retime reads the limiter's clock again, before each attempt of
+// store.CASUpdate. A mutation built
 // without a Limiter keeps its time.
 func (m *mutation) Retime() {
 	if m.l != nil {
@@ -477,4 +478,15 @@ func newLeaseID() uint64 {
 			return id
 		}
 	}
+}
+
+// taker and binder are internal/inproc's Taker and Binder, matched by their
+// method sets (that package imports this one): the in-process fast path of
+// the memory store, kept out of the documented contracts.
+type taker = interface {
+	Take(identity string, alg Algorithm, now, n int64, p *Policy) (Decision, error)
+}
+
+type binder interface {
+	Bind(namespace string) taker
 }

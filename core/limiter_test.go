@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/store"
 	"math"
 	"runtime"
 	"strings"
@@ -122,7 +123,7 @@ func TestConcurrentAllowNeverOverAdmits(t *testing.T) {
 }
 
 func TestFailureModes(t *testing.T) {
-	boom := &StoreError{Op: "update", Err: errors.New("connection refused")}
+	boom := &store.Error{Op: "update", Err: errors.New("connection refused")}
 	ctx := context.Background()
 
 	t.Run("closed", func(t *testing.T) {
@@ -193,7 +194,7 @@ type deadlineStore struct {
 	had      bool
 }
 
-func (s *deadlineStore) Update(ctx context.Context, key Key, m Mutation) error {
+func (s *deadlineStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	s.mu.Lock()
 	s.deadline, s.had = ctx.Deadline()
 	s.mu.Unlock()
@@ -318,19 +319,19 @@ func TestReset(t *testing.T) {
 
 type scriptStore struct {
 	*mapStore
-	got ScriptArgs
+	got store.ScriptArgs
 }
 
-func (s *scriptStore) RunScript(ctx context.Context, sc *Script, key Key, a ScriptArgs) (ScriptResult, error) {
+func (s *scriptStore) RunScript(ctx context.Context, sc *store.Script, key store.Key, a store.ScriptArgs) (store.ScriptResult, error) {
 	s.got = a
-	return ScriptResult{1, 5, 4, 0, 200000, 0}, nil
+	return store.ScriptResult{1, 5, 4, 0, 200000, 0}, nil
 }
 
 type scriptedCounter struct{ counter }
 
-var testScript = NewScript("counter", "return {1}")
+var testScript = store.NewScript("counter", "return {1}")
 
-func (scriptedCounter) Script() *Script { return testScript }
+func (scriptedCounter) Script() *store.Script { return testScript }
 
 func TestScriptPath(t *testing.T) {
 	s := &scriptStore{mapStore: newMapStore()}
@@ -369,7 +370,7 @@ type bindStore struct {
 
 func (*bindStore) InProcess() {}
 
-func (s *bindStore) Bind(ns string) Taker {
+func (s *bindStore) Bind(ns string) taker {
 	s.bound = append(s.bound, ns)
 	return bindTaker{s, ns}
 }
@@ -377,7 +378,7 @@ func (s *bindStore) Bind(ns string) Taker {
 // remoteBinder is a Binder that is not InProcess: a Limiter must not bind.
 type remoteBinder struct{ *mapStore }
 
-func (remoteBinder) Bind(string) Taker { panic("a Limiter bound to a store that is not InProcess") }
+func (remoteBinder) Bind(string) taker { panic("a Limiter bound to a store that is not InProcess") }
 
 type bindTaker struct {
 	s  *bindStore
@@ -391,7 +392,7 @@ func (t bindTaker) Take(id string, alg Algorithm, now, n int64, p *Policy) (Deci
 		return Decision{}, t.s.err
 	}
 	m := &mutation{alg: alg, p: p, n: n, now: now}
-	err := t.s.Update(context.Background(), Key{Namespace: t.ns, Identity: id}, m)
+	err := t.s.Update(context.Background(), store.Key{Namespace: t.ns, Identity: id}, m)
 	return m.d, err
 }
 
@@ -418,7 +419,7 @@ func TestBinderPath(t *testing.T) {
 	}
 
 	// A Take that fails goes to the failure policy, and the observer hears it.
-	boom := &StoreError{Op: "update", Err: errors.New("full")}
+	boom := &store.Error{Op: "update", Err: errors.New("full")}
 	var seen atomic.Pointer[Event]
 	s = &bindStore{mapStore: newMapStore(), err: boom}
 	l = newTestLimiter(t, Config{Store: s, Failure: FailOpen, Observer: func(e Event) { seen.Store(&e) }})
@@ -463,13 +464,13 @@ type ctxStore struct {
 	block bool
 }
 
-func (s *ctxStore) Update(ctx context.Context, key Key, m Mutation) error {
+func (s *ctxStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	s.mu.Lock()
 	s.ctxs = append(s.ctxs, ctx)
 	s.mu.Unlock()
 	if s.block {
 		<-ctx.Done()
-		return &StoreError{Op: "update", Err: ctx.Err()}
+		return &store.Error{Op: "update", Err: ctx.Err()}
 	}
 	return nil
 }

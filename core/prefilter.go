@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/store"
 	"time"
 )
 
@@ -45,7 +46,7 @@ func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start t
 			return l.settle(ctx, identity, n, d, nil, start)
 		}
 	}
-	d, err := l.do(ctx, Key{Namespace: l.ns, Identity: identity}, OpTake, n, 0)
+	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
 	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded {
 		l.deny.put(identity, n, now, d)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"testing"
 	"time"
@@ -27,9 +28,9 @@ func (r *events) all() []Event {
 // (no RetryAfter, no Delay), and the Observer hears Shadowed.
 func TestShadowAllow(t *testing.T) {
 	ctx := context.Background()
-	stores := map[string]func() Store{
-		"update": func() Store { return newMapStore() },
-		"binder": func() Store { return &bindStore{mapStore: newMapStore()} },
+	stores := map[string]func() store.Store{
+		"update": func() store.Store { return newMapStore() },
+		"binder": func() store.Store { return &bindStore{mapStore: newMapStore()} },
 	}
 	for name, mk := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -87,7 +88,7 @@ func TestShadowOffRefuses(t *testing.T) {
 // still an error (shadow mode changes refusals, not the failure policy).
 func TestShadowFailure(t *testing.T) {
 	ctx := context.Background()
-	boom := &StoreError{Op: "update", Err: errors.New("down")}
+	boom := &store.Error{Op: "update", Err: errors.New("down")}
 	fb := newTestLimiter(t, Config{Store: newMapStore(), Policy: Policy{Name: "fb", Limit: 1, Window: time.Second}})
 	var rec events
 	l := newTestLimiter(t, Config{Store: &mapStore{err: boom}, Failure: FailFallback, Fallback: fb, Shadow: true, Observer: rec.observe})

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"github.com/sluicehq/sluice/store"
+	"time"
+)
 
 // WithClockSkew returns alg as a Limiter runs it over a store that declares
 // skew (ClockSkewer): each Step (and Acquire and Release, for a Leaser)
@@ -24,8 +27,8 @@ func WithClockSkew(alg Algorithm, skew time.Duration) Algorithm {
 // clampFor is what a Limiter steps with on store s: alg clamped for the
 // store's declared skew, unless a script decides (on the server's clock) or
 // the store declares none.
-func clampFor(s Store, alg Algorithm, leaser Leaser, script bool) (Algorithm, Leaser) {
-	sk, ok := s.(ClockSkewer)
+func clampFor(s store.Store, alg Algorithm, leaser Leaser, script bool) (Algorithm, Leaser) {
+	sk, ok := s.(store.ClockSkewer)
 	if script || !ok {
 		return alg, leaser
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/binary"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
 )
@@ -46,7 +47,7 @@ func TestLimiterClampsForDeclaredSkew(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 15, 20, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
-		store   Store
+		store   store.Store
 		clamped bool
 	}{
 		{"declared", skewStore{newMapStore()}, true},

@@ -3,11 +3,10 @@ package guard
 import (
 	"context"
 	"errors"
-	"time"
-
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sony/gobreaker/v2"
+	"time"
 )
 
 // Defaults for the fields of BreakerOptions.
@@ -39,8 +38,8 @@ const (
 // decides), and never core.ErrOutcomeUnknown: nothing was sent.
 var ErrOpen = errors.New("sluice: circuit breaker open")
 
-// errRefused is what a refused call returns: a *core.StoreError over ErrOpen.
-var errRefused error = &core.StoreError{Op: "breaker", Err: ErrOpen}
+// errRefused is what a refused call returns: a *store.Error over ErrOpen.
+var errRefused error = &store.Error{Op: "breaker", Err: ErrOpen}
 
 // State is a breaker's state.
 type State int
@@ -114,18 +113,18 @@ type BreakerOptions struct {
 // failing its callers. Every other result is a success: the store answered.
 type Breaker struct {
 	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
-	inner core.Store
-	store core.Store
+	inner store.Store
+	store store.Store
 }
 
 // NewBreaker returns a breaker around s. The store it hands out (Store)
 // implements exactly the optional interfaces s implements among
-// core.ScriptRunner, core.Deleter, core.Closer and core.ClockSkewer, so a
+// store.ScriptRunner, store.Deleter, store.Closer and store.ClockSkewer, so a
 // Limiter over it takes the same paths as over s. It never claims
-// core.InProcess or core.Binder: a store without I/O needs no breaker.
+// inproc.InProcess or inproc.Binder: a store without I/O needs no breaker.
 // Delete goes through the breaker; Close and ClockSkew do not (they are
 // not calls to the server that may fail for a time).
-func NewBreaker(s core.Store, opts *BreakerOptions) *Breaker {
+func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	var o BreakerOptions
 	if opts != nil {
 		o = *opts
@@ -175,7 +174,7 @@ func NewBreaker(s core.Store, opts *BreakerOptions) *Breaker {
 }
 
 // Store returns the store to give a Limiter: s behind the breaker.
-func (b *Breaker) Store() core.Store { return b.store }
+func (b *Breaker) Store() store.Store { return b.store }
 
 // State returns the breaker's state now.
 func (b *Breaker) State() State { return state(b.cb.State()) }
@@ -201,7 +200,7 @@ func outcome(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(ctx.Err(), context.Canceled) && core.IsContextError(err):
+	case errors.Is(ctx.Err(), context.Canceled) && store.IsContextError(err):
 		return errExcluded
 	case errors.Is(err, core.ErrContention), !errors.Is(err, core.ErrUnavailable):
 		return nil

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // flaky is a store over memory whose calls fail (or hang) on demand, and
@@ -29,7 +30,7 @@ func newFlaky() *flaky { return &flaky{mem: memory.New(nil)} }
 
 func (f *flaky) set(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
 
-func (f *flaky) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (f *flaky) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	f.calls.Add(1)
 	f.mu.Lock()
 	err, hold := f.err, f.hold
@@ -38,7 +39,7 @@ func (f *flaky) Update(ctx context.Context, key core.Key, m core.Mutation) error
 		select {
 		case <-hold:
 		case <-ctx.Done():
-			return core.UnknownOutcome(ctx.Err())
+			return store.UnknownOutcome(ctx.Err())
 		}
 	}
 	if err != nil {
@@ -47,9 +48,9 @@ func (f *flaky) Update(ctx context.Context, key core.Key, m core.Mutation) error
 	return f.mem.Update(ctx, key, m)
 }
 
-var errDown = &core.StoreError{Op: "update", Err: errors.New("connection refused")}
+var errDown = &store.Error{Op: "update", Err: errors.New("connection refused")}
 
-func limiter(t *testing.T, s core.Store, mode core.FailureMode) *core.Limiter {
+func limiter(t *testing.T, s store.Store, mode core.FailureMode) *core.Limiter {
 	t.Helper()
 	cfg := core.Config{Policy: core.PerSecond("api", 1000), Algorithm: algorithm.GCRA{}, Store: s, Failure: mode}
 	if mode == core.FailFallback {
@@ -158,13 +159,13 @@ func TestBreakerOpensOnFailureRatio(t *testing.T) {
 		} else {
 			f.set(nil)
 		}
-		_ = s.Update(ctx, core.Key{Namespace: "n", Identity: "a"}, m)
+		_ = s.Update(ctx, store.Key{Namespace: "n", Identity: "a"}, m)
 		if br.State() != guard.Closed {
 			t.Fatalf("open after %d calls, before MinCalls", i+1)
 		}
 	}
 	f.set(errDown)
-	_ = s.Update(ctx, core.Key{Namespace: "n", Identity: "a"}, m) // 20 calls, 10 failed
+	_ = s.Update(ctx, store.Key{Namespace: "n", Identity: "a"}, m) // 20 calls, 10 failed
 	if br.State() != guard.Open {
 		t.Fatalf("state %v with 10 of 20 calls failed, want open", br.State())
 	}
@@ -183,7 +184,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 		ctx  func() context.Context
 	}{
 		{"not unavailable", errors.New("bad script"), nil},
-		{"contention", &core.ContentionError{Attempts: 8}, nil},
+		{"contention", &store.ContentionError{Attempts: 8}, nil},
 		{"caller cancelled", context.Canceled, func() context.Context {
 			c, cancel := context.WithCancel(ctx)
 			cancel()
@@ -199,7 +200,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 				if c.ctx != nil {
 					cctx = c.ctx()
 				}
-				_ = br.Store().Update(cctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+				_ = br.Store().Update(cctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
 			}
 			if br.State() != guard.Closed {
 				t.Fatalf("state %v after errors %v, want closed", br.State(), c.err)
@@ -208,12 +209,12 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 	}
 	t.Run("deadline counts", func(t *testing.T) {
 		f := newFlaky()
-		f.set(core.UnknownOutcome(context.DeadlineExceeded))
+		f.set(store.UnknownOutcome(context.DeadlineExceeded))
 		br := guard.NewBreaker(f, nil)
 		for range guard.DefaultConsecutiveFailures {
 			dctx, cancel := context.WithTimeout(ctx, time.Nanosecond)
 			<-dctx.Done()
-			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
 			cancel()
 		}
 		if br.State() != guard.Open {
@@ -228,7 +229,7 @@ func TestBreakerHalfOpenProbesAreBounded(t *testing.T) {
 	br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: cooldown, Probes: 2})
 	s := br.Store()
 	ctx := context.Background()
-	key := core.Key{Namespace: "n", Identity: "a"}
+	key := store.Key{Namespace: "n", Identity: "a"}
 	f.set(errDown)
 	for range guard.DefaultConsecutiveFailures {
 		_ = s.Update(ctx, key, &step{})
@@ -281,7 +282,7 @@ func TestBreakerReopensOnFailedProbe(t *testing.T) {
 	f := newFlaky()
 	const cooldown = 30 * time.Millisecond
 	br := guard.NewBreaker(f, &guard.BreakerOptions{Cooldown: cooldown})
-	key := core.Key{Namespace: "n", Identity: "a"}
+	key := store.Key{Namespace: "n", Identity: "a"}
 	f.set(errDown)
 	for range guard.DefaultConsecutiveFailures {
 		_ = br.Store().Update(context.Background(), key, &step{})
@@ -298,38 +299,38 @@ func TestBreakerReopensOnFailedProbe(t *testing.T) {
 // Each optional interface of the wrapped store is claimed exactly when the
 // store has it.
 type (
-	plain   struct{ core.Store }
+	plain   struct{ store.Store }
 	scripty struct {
-		core.Store
-		core.ScriptRunner
+		store.Store
+		store.ScriptRunner
 	}
 	full struct {
-		core.Store
-		core.ScriptRunner
-		core.Deleter
-		core.Closer
-		core.ClockSkewer
+		store.Store
+		store.ScriptRunner
+		store.Deleter
+		store.Closer
+		store.ClockSkewer
 	}
 	skewOnly struct {
-		core.Store
-		core.ClockSkewer
+		store.Store
+		store.ClockSkewer
 	}
 )
 
 func TestBreakerClaimsOnlyTheWrappedInterfaces(t *testing.T) {
 	mem := memory.New(nil)
-	for _, s := range []core.Store{plain{mem}, scripty{Store: mem}, full{Store: mem, Deleter: mem, Closer: mem, ClockSkewer: mem}, skewOnly{mem, mem}, mem} {
+	for _, s := range []store.Store{plain{mem}, scripty{Store: mem}, full{Store: mem, Deleter: mem, Closer: mem, ClockSkewer: mem}, skewOnly{mem, mem}, mem} {
 		w := guard.NewBreaker(s, nil).Store()
 		for _, c := range []struct {
 			name       string
 			have, want bool
 		}{
-			{"ScriptRunner", is[core.ScriptRunner](w), is[core.ScriptRunner](s)},
-			{"Deleter", is[core.Deleter](w), is[core.Deleter](s)},
-			{"Closer", is[core.Closer](w), is[core.Closer](s)},
-			{"ClockSkewer", is[core.ClockSkewer](w), is[core.ClockSkewer](s)},
-			{"InProcess", is[core.InProcess](w), false},
-			{"Binder", is[core.Binder](w), false},
+			{"ScriptRunner", is[store.ScriptRunner](w), is[store.ScriptRunner](s)},
+			{"Deleter", is[store.Deleter](w), is[store.Deleter](s)},
+			{"Closer", is[store.Closer](w), is[store.Closer](s)},
+			{"ClockSkewer", is[store.ClockSkewer](w), is[store.ClockSkewer](s)},
+			{"InProcess", is[inproc.InProcess](w), false},
+			{"Binder", is[inproc.Binder](w), false},
 		} {
 			if c.have != c.want {
 				t.Errorf("%T behind a breaker: %s is %v, want %v", s, c.name, c.have, c.want)

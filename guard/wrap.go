@@ -2,9 +2,8 @@ package guard
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/store"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // The store a Breaker hands out is one of sixteen types: the base (Update)
@@ -13,10 +12,10 @@ import (
 
 type base struct {
 	b *Breaker
-	s core.Store
+	s store.Store
 }
 
-func (w base) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (w base) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	done, err := w.b.cb.Allow()
 	if err != nil {
 		return errRefused
@@ -28,13 +27,13 @@ func (w base) Update(ctx context.Context, key core.Key, m core.Mutation) error {
 
 type runner struct {
 	b *Breaker
-	r core.ScriptRunner
+	r store.ScriptRunner
 }
 
-func (w runner) RunScript(ctx context.Context, s *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+func (w runner) RunScript(ctx context.Context, s *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	done, err := w.b.cb.Allow()
 	if err != nil {
-		return core.ScriptResult{}, errRefused
+		return store.ScriptResult{}, errRefused
 	}
 	r, err := w.r.RunScript(ctx, s, key, args)
 	done(outcome(ctx, err))
@@ -43,10 +42,10 @@ func (w runner) RunScript(ctx context.Context, s *core.Script, key core.Key, arg
 
 type deleter struct {
 	b *Breaker
-	d core.Deleter
+	d store.Deleter
 }
 
-func (w deleter) Delete(ctx context.Context, key core.Key) error {
+func (w deleter) Delete(ctx context.Context, key store.Key) error {
 	done, err := w.b.cb.Allow()
 	if err != nil {
 		return errRefused
@@ -56,11 +55,11 @@ func (w deleter) Delete(ctx context.Context, key core.Key) error {
 	return err
 }
 
-type closer struct{ c core.Closer }
+type closer struct{ c store.Closer }
 
 func (w closer) Close() error { return w.c.Close() }
 
-type skewer struct{ k core.ClockSkewer }
+type skewer struct{ k store.ClockSkewer }
 
 func (w skewer) ClockSkew() time.Duration { return w.k.ClockSkew() }
 
@@ -161,11 +160,11 @@ type storeRDCK struct {
 }
 
 // wrap returns s behind b, as the type with s's optional interfaces.
-func wrap(b *Breaker, s core.Store) core.Store {
-	r, hasR := s.(core.ScriptRunner)
-	d, hasD := s.(core.Deleter)
-	c, hasC := s.(core.Closer)
-	k, hasK := s.(core.ClockSkewer)
+func wrap(b *Breaker, s store.Store) store.Store {
+	r, hasR := s.(store.ScriptRunner)
+	d, hasD := s.(store.Deleter)
+	c, hasC := s.(store.Closer)
+	k, hasK := s.(store.ClockSkewer)
 	mask := 0
 	for i, has := range [4]bool{hasR, hasD, hasC, hasK} {
 		if has {

@@ -59,6 +59,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcache"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	svalkey "github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"maps"
 	"net"
 	"net/url"
@@ -66,16 +75,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
-	goredis "github.com/redis/go-redis/v9"
-	valkeygo "github.com/valkey-io/valkey-go"
-
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memcache"
-	"github.com/sluicehq/sluice/store/memory"
-	sredis "github.com/sluicehq/sluice/store/redis"
-	svalkey "github.com/sluicehq/sluice/store/valkey"
 )
 
 // Schemes lists every scheme Open knows, in the order of the package doc.
@@ -102,7 +101,7 @@ func (e *URLError) Is(target error) bool { return target == ErrBadURL }
 // Backend is an opened store and the client it runs on.
 type Backend struct {
 	// Store is what core.Config.Store takes.
-	Store core.Store
+	Store store.Store
 	// Scheme is the URL's scheme.
 	Scheme string
 	// Name describes the backend for logs and messages, without any
@@ -504,7 +503,7 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	c, err := valkeygo.NewClient(opt)
 	if err != nil {
 		// valkey-go connects in NewClient: this is the server, not the URL.
-		return nil, &core.StoreError{Op: "connect to valkey " + strings.Join(addrs, ","), Err: err}
+		return nil, &store.Error{Op: "connect to valkey " + strings.Join(addrs, ","), Err: err}
 	}
 	s := svalkey.New(c, so)
 	ping := func(ctx context.Context) error { return c.Do(ctx, c.B().Ping().Build()).Error() }

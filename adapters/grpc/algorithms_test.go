@@ -2,13 +2,13 @@ package sluicegrpc_test
 
 import (
 	"context"
-	"testing"
-	"time"
-
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"google.golang.org/grpc/codes"
+	"testing"
+	"time"
 )
 
 // algPolicy is 3 per minute for every algorithm; the leaky bucket queues
@@ -21,7 +21,7 @@ func algPolicy() core.Policy {
 // twinOf is a limiter deciding the same policy on the same store and clock
 // under another prefix: stepped alongside the interceptor, it says which
 // decision each call must report.
-func twinOf(t *testing.T, alg core.Algorithm, st core.Store, clk core.Clock) *core.Limiter {
+func twinOf(t *testing.T, alg core.Algorithm, st store.Store, clk core.Clock) *core.Limiter {
 	return newLimiter(t, core.Config{Policy: algPolicy(), Algorithm: alg, Store: st, Clock: clk, Prefix: "twin"})
 }
 

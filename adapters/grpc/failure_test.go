@@ -3,11 +3,11 @@ package sluicegrpc
 import (
 	"context"
 	"errors"
-	"testing"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"testing"
 )
 
 // failure maps what a layer's limiter returned to the call's status: the
@@ -18,7 +18,7 @@ func TestFailureCodes(t *testing.T) {
 	l := &layer{name: "api"}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	storeErr := &core.StoreError{Op: "update", Err: errors.New("connection refused")}
+	storeErr := &store.Error{Op: "update", Err: errors.New("connection refused")}
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context

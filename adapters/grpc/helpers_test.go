@@ -4,15 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strconv"
-	"sync/atomic"
-	"testing"
-	"time"
-
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -21,6 +15,12 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // epoch is a whole minute, so that fixed windows start on it.
@@ -241,7 +241,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // failingStore is a store that can never decide.
 type failingStore struct{ calls atomic.Int64 }
 
-func (f *failingStore) Update(context.Context, core.Key, core.Mutation) error {
+func (f *failingStore) Update(context.Context, store.Key, store.Mutation) error {
 	f.calls.Add(1)
-	return &core.StoreError{Op: "update", Err: errors.New("connection refused")}
+	return &store.Error{Op: "update", Err: errors.New("connection refused")}
 }

@@ -3,18 +3,18 @@ package sluicegrpc_test
 import (
 	"context"
 	"fmt"
-	"strings"
-	"testing"
-	"time"
-
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"strings"
+	"testing"
+	"time"
 )
 
 // The retry delay is the longest wait over every layer the retry could not
@@ -390,11 +390,11 @@ func TestDeadlineWhileDeciding(t *testing.T) {
 // blockingStore waits for its call's context (or release) and fails.
 type blockingStore struct{ release chan struct{} }
 
-func (b blockingStore) Update(ctx context.Context, _ core.Key, _ core.Mutation) error {
+func (b blockingStore) Update(ctx context.Context, _ store.Key, _ store.Mutation) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-b.release:
-		return &core.StoreError{Op: "update", Err: context.Canceled}
+		return &store.Error{Op: "update", Err: context.Canceled}
 	}
 }

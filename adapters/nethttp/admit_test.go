@@ -3,14 +3,14 @@ package nethttp
 import (
 	"context"
 	"encoding/json"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 func memLimiter(t *testing.T, alg core.Algorithm, p core.Policy) *core.Limiter {
@@ -170,9 +170,9 @@ func TestCancelledBeforeTheStoreAnswers(t *testing.T) {
 // blockingStore waits for the call's deadline, as a hung server does.
 type blockingStore struct{}
 
-func (blockingStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (blockingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	<-ctx.Done()
-	return &core.StoreError{Op: "update", Err: ctx.Err()}
+	return &store.Error{Op: "update", Err: ctx.Err()}
 }
 
 func TestSkipFunc(t *testing.T) {

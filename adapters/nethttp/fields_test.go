@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/dunglas/httpsfv"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/dunglas/httpsfv"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // clocked returns a limiter on a memory store, both reading clock.
@@ -289,8 +289,8 @@ func TestRetryAfterIgnoresReleasedLeasesAndDegradedLayers(t *testing.T) {
 // downStore is a store whose server is gone.
 type downStore struct{}
 
-func (downStore) Update(ctx context.Context, key core.Key, m core.Mutation) error {
-	return &core.StoreError{Op: "update", Err: errors.New("connection refused")}
+func (downStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	return &store.Error{Op: "update", Err: errors.New("connection refused")}
 }
 
 func TestSeconds(t *testing.T) {

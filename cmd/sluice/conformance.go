@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/store"
 	"io"
 	"os"
 	"os/exec"
@@ -14,9 +16,6 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/core"
 )
 
 const conformanceSynopsis = `Runs Sluice's conformance suite (package conformance: no over-admission
@@ -239,7 +238,7 @@ type cliHarness struct {
 	skew time.Duration
 }
 
-func (h cliHarness) NewStore(t testing.TB) core.Store {
+func (h cliHarness) NewStore(t testing.TB) store.Store {
 	s, closeStore, err := h.b.NewStore()
 	if err != nil {
 		t.Fatalf("new client of %s: %v", h.b.Name, err)

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/storeurl"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memory"
-	"github.com/sluicehq/sluice/storeurl"
 )
 
 // dialTimeout bounds how long a store may take to answer its first PING.
@@ -28,7 +26,7 @@ type backend struct {
 	Name     string
 	Scripts  bool // a Redis-protocol store: decisions run the Lua twins
 	Shared   bool // state is shared across clients (false for memory)
-	NewStore func() (core.Store, func(), error)
+	NewStore func() (store.Store, func(), error)
 	Close    func()
 }
 
@@ -39,7 +37,7 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	switch {
 	case spec == "memory":
 		s := memory.New(nil)
-		return &backend{Name: "memory (in-process)", NewStore: func() (core.Store, func(), error) {
+		return &backend{Name: "memory (in-process)", NewStore: func() (store.Store, func(), error) {
 			return s, func() {}, nil
 		}, Close: func() { s.Close() }}, nil
 	case spec == "embedded":
@@ -161,10 +159,10 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }}
 	b.Scripts = b.Shared && first.Scheme != "memcache"
 	if !b.Shared {
-		b.NewStore = func() (core.Store, func(), error) { return first.Store, func() {}, nil }
+		b.NewStore = func() (store.Store, func(), error) { return first.Store, func() {}, nil }
 		return b, nil
 	}
-	b.NewStore = func() (core.Store, func(), error) {
+	b.NewStore = func() (store.Store, func(), error) {
 		s, err := open()
 		if err != nil {
 			return nil, nil, err

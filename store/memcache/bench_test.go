@@ -2,15 +2,15 @@ package memcache_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcache"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memcache"
 )
 
 // BenchmarkConformance is the suite's matrix against one real memcached:
@@ -75,7 +75,7 @@ func BenchmarkHotKey(b *testing.B) {
 
 // benchLimiter is a Limiter as production runs it: no Clock, the default
 // deadline.
-func benchLimiter(b *testing.B, s core.Store, alg core.Algorithm, p core.Policy) *core.Limiter {
+func benchLimiter(b *testing.B, s store.Store, alg core.Algorithm, p core.Policy) *core.Limiter {
 	l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: "memcache-bench"})
 	if err != nil {
 		b.Fatal(err)

@@ -3,14 +3,13 @@ package memcache_test
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
+	"testing"
+	"time"
 )
 
 // harness gives the conformance suite Stores over real memcached: one
@@ -31,7 +30,7 @@ func newHarness(t testing.TB, pool bool) *harness {
 
 // NewStore returns a Store over a client of its own: a separate instance.
 // Servers lets the Store read memcached's clock for TTLs past 30 days.
-func (h *harness) NewStore(t testing.TB) core.Store {
+func (h *harness) NewStore(t testing.TB) store.Store {
 	return newStore(t, &memcache.Options{Servers: h.addrs}, h.addrs...)
 }
 
@@ -43,7 +42,7 @@ func (h *harness) Capabilities() conformance.Capabilities {
 }
 
 // Exists reads the key the Store would use for key.
-func (h *harness) Exists(_ context.Context, key core.Key) (bool, error) {
+func (h *harness) Exists(_ context.Context, key store.Key) (bool, error) {
 	_, err := h.inspect.Get(memcache.Key(key))
 	switch {
 	case err == nil:

@@ -4,14 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcache"
+	"go.uber.org/goleak"
 	"net"
 	"testing"
 	"time"
-
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memcache"
-	"go.uber.org/goleak"
 )
 
 // slack is how much later than its deadline a call may return. It is far
@@ -51,9 +51,9 @@ func TestStalledServerHonoursDeadline(t *testing.T) {
 		if took > deadline+slack {
 			t.Errorf("%s: returned after %s on a stalled server, deadline %s", op.name, took, deadline)
 		}
-		var se *core.StoreError
+		var se *store.Error
 		if !errors.As(err, &se) || !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s: got %v, want a *core.StoreError matching core.ErrUnavailable and context.DeadlineExceeded", op.name, err)
+			t.Errorf("%s: got %v, want a *store.Error matching core.ErrUnavailable and context.DeadlineExceeded", op.name, err)
 		}
 		if op.name == "update" && errors.Is(err, core.ErrOutcomeUnknown) {
 			t.Errorf("update: %v matches core.ErrOutcomeUnknown, but only the gets was sent", err)
@@ -164,9 +164,9 @@ func TestClosedAndNilClient(t *testing.T) {
 			tc.s.Update(ctx, uniqueKey(t), put("v", time.Minute)),
 			tc.s.Delete(ctx, uniqueKey(t)),
 		} {
-			var se *core.StoreError
+			var se *store.Error
 			if !errors.Is(err, tc.want) || !errors.Is(err, core.ErrUnavailable) || !errors.As(err, &se) {
-				t.Errorf("got %v, want a *core.StoreError matching %v and core.ErrUnavailable", err, tc.want)
+				t.Errorf("got %v, want a *store.Error matching %v and core.ErrUnavailable", err, tc.want)
 			}
 		}
 	}

@@ -2,7 +2,7 @@
 // github.com/bradfitz/gomemcache client over one server or a pool of
 // several. Memcached runs no scripts, so every algorithm runs as its pure Go
 // step inside a compare-and-swap loop: this store is the proof that the
-// core.Store contract needs nothing from the server but gets, cas and add.
+// store.Store contract needs nothing from the server but gets, cas and add.
 //
 //	c := gomemcache.New("10.0.0.1:11211", "10.0.0.2:11211")
 //	c.Timeout = 100 * time.Millisecond // bounds an abandoned round trip
@@ -13,7 +13,7 @@
 //
 // # The compare-and-swap loop
 //
-// Update runs core.CASUpdate, the loop every CAS store shares, over Load
+// Update runs store.CASUpdate, the loop every CAS store shares, over Load
 // (gets: the value and its CAS id; a miss reads as an absent key) and Swap
 // (cas with that id, or add when the key was absent). An uncontended
 // decision is two round trips, gets then cas (or add); a decision that
@@ -23,7 +23,7 @@
 // gets — memcached answers a cas on a missing key so, although gomemcache's
 // doc promises ErrNotStored) is a conflict: the loop waits a jittered
 // backoff and starts over, and the next gets sees the key as it now is.
-// Before each attempt the Limiter's clock is read again (core.Retimer), so
+// Before each attempt the Limiter's clock is read again (inproc.Retimer), so
 // that the write that lands is decided at the time of its own attempt.
 //
 // Concurrent Updates of one key through one Store take turns in a per-key
@@ -40,13 +40,13 @@
 //
 // The loop makes at most Options.Retry.MaxAttempts attempts (DefaultRetry:
 // 64, backoff 100µs doubling to 5ms) and then gives up with a
-// *core.ContentionError. With the queue, no measured update came near that
+// *store.ContentionError. With the queue, no measured update came near that
 // bound: the Limiter's deadline is what ends a call that waits too long.
 // Stats reports the retry distribution, conflicts and abandoned round trips.
 //
 // # Errors
 //
-// Every error Update and Delete return is a *core.StoreError and matches
+// Every error Update and Delete return is a *store.Error and matches
 // core.ErrUnavailable, so the Limiter's failure policy decides: a network or
 // server error, the caller's context (also while queued or backing off),
 // exhausted retries (also core.ErrContention), ErrClosed, ErrNoClient. A
@@ -107,7 +107,7 @@
 // those two instants.
 //
 // An instance whose clock is off by more than ClockSkew cannot hold the
-// fleet in its future: the Store declares its skew (core.ClockSkewer), and a
+// fleet in its future: the Store declares its skew (store.ClockSkewer), and a
 // Limiter clamps every stored time more than ClockSkew beyond what a step at
 // its now could write back to that bound (core.Clamper), and writes the
 // clamped state. Before, one limiter an hour ahead that admitted once left
@@ -142,14 +142,14 @@
 // # Keys
 //
 // Memcached takes keys of at most 250 bytes (MaxKeyLen) with no space or
-// control character. The key is core.Key.String(),
+// control character. The key is store.Key.String(),
 // "<prefix>:<policy>:{<22 base64url>}", when it fits, as it does for any prefix of
 // up to 160 bytes of printable characters (core.New accepts at most 64). Otherwise (a longer prefix, or
 // one with a space, a control character or DEL) the namespace
 // "<prefix>:<policy>" is replaced by "#" and 32 hex digits of its SHA-256,
 // instead of failing every call: under core.FailOpen a refused key would
 // silently lift the limit. Every instance derives the same key, and two
-// namespaces never share one. Key returns the key for a core.Key.
+// namespaces never share one. Key returns the key for a store.Key.
 //
 // # State
 //

@@ -3,13 +3,13 @@ package memcache_test
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"testing"
-	"time"
-
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
+	"testing"
+	"time"
 )
 
 // newClient returns a gomemcache client of its own over addrs, sized for the
@@ -39,20 +39,20 @@ func firstServer(t testing.TB) string {
 }
 
 // uniqueKey is a key no other test (nor a rerun) shares.
-func uniqueKey(t testing.TB) core.Key {
+func uniqueKey(t testing.TB) store.Key {
 	t.Helper()
 	var b [8]byte
 	rand.Read(b[:])
-	return core.Key{Namespace: core.Namespace("memcache-test", "p"), Identity: t.Name() + "/" + hex.EncodeToString(b[:])}
+	return store.Key{Namespace: store.Namespace("memcache-test", "p"), Identity: t.Name() + "/" + hex.EncodeToString(b[:])}
 }
 
-// mutationFunc adapts a function to core.Mutation.
+// mutationFunc adapts a function to store.Mutation.
 type mutationFunc func(state []byte) ([]byte, time.Duration)
 
 func (f mutationFunc) Apply(state []byte) ([]byte, time.Duration) { return f(state) }
 
 // put is a mutation that writes v with ttl whatever the state.
-func put(v string, ttl time.Duration) core.Mutation {
+func put(v string, ttl time.Duration) store.Mutation {
 	return mutationFunc(func([]byte) ([]byte, time.Duration) { return []byte(v), ttl })
 }
 
@@ -62,7 +62,7 @@ func put(v string, ttl time.Duration) core.Mutation {
 const testTimeout = 10 * time.Second
 
 // newLimiter returns a Limiter over s with the tests' prefix and deadline.
-func newLimiter(t testing.TB, s core.Store, alg core.Algorithm, p core.Policy, clock core.Clock) *core.Limiter {
+func newLimiter(t testing.TB, s store.Store, alg core.Algorithm, p core.Policy, clock core.Clock) *core.Limiter {
 	t.Helper()
 	l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Clock: clock, Prefix: "memcache-test", Timeout: testTimeout})
 	if err != nil {

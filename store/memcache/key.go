@@ -3,8 +3,7 @@ package memcache
 import (
 	"crypto/sha256"
 	"encoding/hex"
-
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // MaxKeyLen is the longest key memcached accepts.
@@ -17,7 +16,7 @@ const hashedMark = '#'
 // Key returns the memcached key a Store uses for k: k.String() when memcached
 // accepts it as it is (so that keys stay readable in memcached's own tools), and
 // otherwise the same key with its namespace replaced by "#" and the hex of
-// the first core.HashBytes of the namespace's SHA-256, which is always legal
+// the first store.HashBytes of the namespace's SHA-256, which is always legal
 // (58 bytes).
 //
 // The identity is hashed by core already, so only the namespace (a prefix
@@ -25,25 +24,25 @@ const hashedMark = '#'
 // can make a key illegal: a namespace longer than 225 bytes, or one with a
 // space, a control character or DEL. core.New refuses such prefixes, so
 // through a Limiter this never happens; Key still guards callers that build
-// a core.Key themselves. Hashing such a namespace instead of refusing
+// a store.Key themselves. Hashing such a namespace instead of refusing
 // it keeps a misconfigured prefix from failing every call, which under
 // core.FailOpen would silently lift the limit. Two different namespaces never
 // share a key (short of a SHA-256 collision), and every instance derives the
 // same key.
-func Key(k core.Key) string {
+func Key(k store.Key) string {
 	if legalNamespace(k.Namespace) {
 		return k.String()
 	}
 	sum := sha256.Sum256([]byte(k.Namespace))
-	ns := make([]byte, 1, 1+2*core.HashBytes)
+	ns := make([]byte, 1, 1+2*store.HashBytes)
 	ns[0] = hashedMark
-	ns = hex.AppendEncode(ns, sum[:core.HashBytes])
-	return core.Key{Namespace: string(ns), Identity: k.Identity}.String()
+	ns = hex.AppendEncode(ns, sum[:store.HashBytes])
+	return store.Key{Namespace: string(ns), Identity: k.Identity}.String()
 }
 
-// keySuffixLen is the length of what core.Key.String appends to the
+// keySuffixLen is the length of what store.Key.String appends to the
 // namespace: ":{" + the identity's hash + "}".
-const keySuffixLen = 2 + core.HashLen + 1
+const keySuffixLen = 2 + store.HashLen + 1
 
 // legalNamespace reports whether ns followed by keySuffixLen bytes of hash
 // and punctuation is a legal memcached key: at most MaxKeyLen bytes, with no

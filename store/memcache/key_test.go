@@ -3,13 +3,13 @@ package memcache_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcache"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memcache"
 )
 
 // legal is memcached's rule for a key: at most 250 bytes, no space, control
@@ -44,7 +44,7 @@ func TestKey(t *testing.T) {
 		{"del\x7f", false},
 		{"", true},
 	} {
-		key := core.Key{Namespace: core.Namespace(tc.prefix, longest), Identity: "client 1\r\n"}
+		key := store.Key{Namespace: store.Namespace(tc.prefix, longest), Identity: "client 1\r\n"}
 		got := memcache.Key(key)
 		if !legal(got) {
 			t.Errorf("prefix %.20q: key %q is not a legal memcached key", tc.prefix, got)
@@ -57,9 +57,9 @@ func TestKey(t *testing.T) {
 		}
 	}
 	// Hashed namespaces stay apart, and apart from the identity.
-	a := core.Key{Namespace: strings.Repeat("x", 300) + "a:p", Identity: "id"}
-	b := core.Key{Namespace: strings.Repeat("x", 300) + "b:p", Identity: "id"}
-	c := core.Key{Namespace: a.Namespace, Identity: "other"}
+	a := store.Key{Namespace: strings.Repeat("x", 300) + "a:p", Identity: "id"}
+	b := store.Key{Namespace: strings.Repeat("x", 300) + "b:p", Identity: "id"}
+	c := store.Key{Namespace: a.Namespace, Identity: "other"}
 	if ka, kb, kc := memcache.Key(a), memcache.Key(b), memcache.Key(c); ka == kb || ka == kc {
 		t.Errorf("keys %q, %q, %q: two of them are equal", ka, kb, kc)
 	}
@@ -70,7 +70,7 @@ func FuzzKey(f *testing.F) {
 	f.Add(strings.Repeat(" ", 300), "p", "")
 	f.Add("\x00\x01", "x", "\xff")
 	f.Fuzz(func(t *testing.T, prefix, policy, identity string) {
-		if k := memcache.Key(core.Key{Namespace: core.Namespace(prefix, policy), Identity: identity}); !legal(k) {
+		if k := memcache.Key(store.Key{Namespace: store.Namespace(prefix, policy), Identity: identity}); !legal(k) {
 			t.Fatalf("Key(%q, %q, %q) = %q: not a legal memcached key", prefix, policy, identity, k)
 		}
 	})
@@ -78,7 +78,7 @@ func FuzzKey(f *testing.F) {
 
 // TestIllegalPrefixWorks: core.New refuses a prefix memcached could not
 // take, so a Limiter never builds such a key; a caller that builds a
-// core.Key itself (too long, with spaces and a newline) still gets a working
+// store.Key itself (too long, with spaces and a newline) still gets a working
 // key, and namespaces that differ only at their end keep states of their own.
 func TestIllegalPrefixWorks(t *testing.T) {
 	p := core.Policy{Name: "p", Limit: 1, Window: time.Hour}
@@ -88,7 +88,7 @@ func TestIllegalPrefixWorks(t *testing.T) {
 	}
 	s := newStore(t, nil, firstServer(t))
 	ctx := context.Background()
-	keys := []core.Key{{Namespace: base + "1", Identity: "id"}, {Namespace: base + "2", Identity: "id"}}
+	keys := []store.Key{{Namespace: base + "1", Identity: "id"}, {Namespace: base + "2", Identity: "id"}}
 	for i, k := range keys {
 		t.Cleanup(func() { _ = s.Delete(ctx, k) })
 		if err := s.Update(ctx, k, put(fmt.Sprint("state-", i), time.Hour)); err != nil {

@@ -1,9 +1,9 @@
 package memcache
 
 import (
-	"time"
-
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // DefaultRetry is the retry bound of the compare-and-swap loop when
@@ -14,12 +14,12 @@ import (
 // see the package doc), the per-key queue keeps conflicts to those between
 // instances, and no update needed more than about 15 attempts: 64 is never
 // reached, so a caller meets the Limiter's deadline long before a
-// *core.ContentionError. Shorter or longer backoffs (50µs to 1ms, 100µs to
+// *store.ContentionError. Shorter or longer backoffs (50µs to 1ms, 100µs to
 // 2ms) made no difference that the noise of the measurement did not hide;
 // a 5ms ceiling spreads a few instances apart even where a round trip takes
 // a millisecond, as across a network, and still fits many retries inside
 // core.DefaultTimeout.
-var DefaultRetry = core.RetryPolicy{
+var DefaultRetry = store.RetryPolicy{
 	MaxAttempts: 64,
 	BaseBackoff: 100 * time.Microsecond,
 	MaxBackoff:  5 * time.Millisecond,
@@ -31,9 +31,9 @@ const DefaultClockSkew = time.Second
 
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
-	// Retry bounds the compare-and-swap loop (see core.CASUpdate). A zero
+	// Retry bounds the compare-and-swap loop (see store.CASUpdate). A zero
 	// field takes its value from DefaultRetry.
-	Retry core.RetryPolicy
+	Retry store.RetryPolicy
 	// Clock is no longer read. It was the clock against which a TTL
 	// longer than 30 days was turned into an absolute Unix time; memcached
 	// reads that against its own clock, so a process clock a month behind
@@ -72,7 +72,7 @@ type Options struct {
 
 // config is Options with the defaults filled in.
 type config struct {
-	retry      core.RetryPolicy
+	retry      store.RetryPolicy
 	skew       time.Duration
 	localQueue bool
 	servers    []string

@@ -1,8 +1,10 @@
 package memcache
 
-import "time"
+import (
+	"time"
+)
 
-// ClockSkew is Options.ClockSkew as New filled it in (core.ClockSkewer):
+// ClockSkew is Options.ClockSkew as New filled it in (store.ClockSkewer):
 // the allowance every TTL gets for the fleet's clocks. A Limiter over the
 // Store clamps a stored time that lies more than this ahead of its own
 // clock, so one instance whose clock runs far ahead cannot hold the keys it

@@ -1,9 +1,8 @@
 package memcache
 
 import (
+	"github.com/sluicehq/sluice/store"
 	"sync/atomic"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // Stats counts what a Store has done since New. The counters are read one
@@ -22,7 +21,7 @@ type Stats struct {
 	// one more attempt.
 	Conflicts uint64
 	// Contention counts updates that gave up after the retry bound
-	// (*core.ContentionError).
+	// (*store.ContentionError).
 	Contention uint64
 	// Errors counts Update and Delete calls that returned an error,
 	// Contention included, except those refused before doing anything (a
@@ -55,7 +54,7 @@ func (c *counters) update(attempts int, err error) {
 	}
 	if err != nil {
 		c.errors.Add(1)
-		if _, ok := err.(*core.ContentionError); ok {
+		if _, ok := err.(*store.ContentionError); ok {
 			c.contention.Add(1)
 		}
 	}

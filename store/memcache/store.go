@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/store"
 	"net"
 	"sync/atomic"
 	"time"
-
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
-	"github.com/sluicehq/sluice/core"
 )
 
 // Store keeps Sluice's state in memcached through a gomemcache client: one
@@ -30,17 +29,17 @@ type Store struct {
 }
 
 var (
-	_ core.Store      = (*Store)(nil)
-	_ core.Deleter    = (*Store)(nil)
-	_ core.Closer     = (*Store)(nil)
-	_ core.CASBackend = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.Deleter    = (*Store)(nil)
+	_ store.Closer     = (*Store)(nil)
+	_ store.CASBackend = (*Store)(nil)
 )
 
 var (
-	// ErrClosed is returned, wrapped in a *core.StoreError, by every call
+	// ErrClosed is returned, wrapped in a *store.Error, by every call
 	// after Close.
 	ErrClosed = errors.New("sluice/memcache: store is closed")
-	// ErrNoClient is returned, wrapped in a *core.StoreError, by every call
+	// ErrNoClient is returned, wrapped in a *store.Error, by every call
 	// of a Store that New was given a nil client.
 	ErrNoClient = errors.New("sluice/memcache: store has no client (New was given nil)")
 )
@@ -66,34 +65,34 @@ func New(c *gomemcache.Client, opts *Options) *Store {
 func (s *Store) ready(ctx context.Context, op string) error {
 	switch {
 	case s.c == nil:
-		return &core.StoreError{Op: op, Err: ErrNoClient}
+		return &store.Error{Op: op, Err: ErrNoClient}
 	case s.closed.Load():
-		return &core.StoreError{Op: op, Err: ErrClosed}
+		return &store.Error{Op: op, Err: ErrClosed}
 	}
 	if err := ctx.Err(); err != nil {
-		return &core.StoreError{Op: op, Err: err}
+		return &store.Error{Op: op, Err: err}
 	}
 	return nil
 }
 
 // Update applies m to key's state atomically, by compare-and-swap (see
-// core.CASUpdate): gets the item, m.Apply, then cas it (add when the key was
+// store.CASUpdate): gets the item, m.Apply, then cas it (add when the key was
 // absent), and on a conflict start over after a jittered backoff, at most
 // Options.Retry.MaxAttempts times. m.Apply may therefore run more than once
-// (a core.Retimer is retimed before each run); only the run whose write
+// (a inproc.Retimer is retimed before each run); only the run whose write
 // succeeded counts. When Apply returns a nil next, the update ends after the
 // gets: one round trip. Concurrent Updates of one key through this Store
 // take turns, in arrival order, unless Options.NoLocalQueue is set.
 //
-// Errors are *core.StoreError, all matching core.ErrUnavailable: a network
+// Errors are *store.Error, all matching core.ErrUnavailable: a network
 // or server error; ctx's error when it ends first (also at a backoff);
-// *core.ContentionError when every attempt lost a race; and, matching
+// *store.ContentionError when every attempt lost a race; and, matching
 // core.ErrOutcomeUnknown as well, an error after which the write may have
 // happened (a cas or add whose reply was lost or that was still running at
 // ctx's deadline). Update never returns later than ctx's deadline by more
 // than scheduling delay, even when the server stalls. It is safe for
 // concurrent use.
-func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := s.ready(ctx, "update"); err != nil {
 		return err
 	}
@@ -102,21 +101,21 @@ func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error
 		t, err := s.queue.wait(ctx, k)
 		if err != nil {
 			s.stats.errors.Add(1)
-			return &core.StoreError{Op: "update", Err: err}
+			return &store.Error{Op: "update", Err: err}
 		}
 		defer s.queue.done(t)
 	}
-	attempts, err := core.CASUpdate(ctx, s, k, m, s.cfg.retry)
+	attempts, err := store.CASUpdate(ctx, s, k, m, s.cfg.retry)
 	s.stats.update(attempts, err)
 	if err != nil {
-		return &core.StoreError{Op: "update", Err: err}
+		return &store.Error{Op: "update", Err: err}
 	}
 	return nil
 }
 
-// Load reads key with gets (core.CASBackend). It returns the item's value
+// Load reads key with gets (store.CASBackend). It returns the item's value
 // and the item itself as the token; nil and nil when the key is absent,
-// expired or evicted. It is exported only to satisfy core.CASBackend: use
+// expired or evicted. It is exported only to satisfy store.CASBackend: use
 // Update.
 func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, err error) {
 	c := newCall(s, verbGets, key)
@@ -135,13 +134,13 @@ func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, 
 }
 
 // Swap writes next with ttl if key still holds what Load saw
-// (core.CASBackend): cas with the token's CAS id, or add when the token is
+// (store.CASBackend): cas with the token's CAS id, or add when the token is
 // nil. It reports false, with no error, when another writer got there first:
 // cas answered EXISTS (the item changed), NOT_FOUND (the item was deleted,
 // expired or evicted: memcached answers a cas on a missing key so, whatever
 // gomemcache's doc says, and the next Load sees the key absent and adds) or
 // NOT_STORED; add answered NOT_STORED (the key exists). It is exported only
-// to satisfy core.CASBackend: use Update.
+// to satisfy store.CASBackend: use Update.
 func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (ok bool, err error) {
 	exp := int32(MaxRelativeExpiration)
 	if secs := relativeSeconds(ttl, s.cfg.skew); secs <= MaxRelativeExpiration {
@@ -162,7 +161,7 @@ func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, tt
 	v := c.verb
 	f := s.roundTrip(ctx, c)
 	if f == abandoned {
-		return false, fmt.Errorf("memcache %s: %w", v, core.UnknownOutcome(ctx.Err()))
+		return false, fmt.Errorf("memcache %s: %w", v, store.UnknownOutcome(ctx.Err()))
 	}
 	err = c.err
 	c.free()
@@ -179,7 +178,7 @@ func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, tt
 	case !mayHaveWritten(err):
 		return false, fmt.Errorf("memcache %s: %w", v, err)
 	}
-	return false, fmt.Errorf("memcache %s: %w", v, core.UnknownOutcome(err))
+	return false, fmt.Errorf("memcache %s: %w", v, store.UnknownOutcome(err))
 }
 
 // mayHaveWritten reports whether a write that failed with err may still have
@@ -201,10 +200,10 @@ func mayHaveWritten(err error) bool {
 }
 
 // Delete removes key's state, so that its next decision starts fresh.
-// Deleting an absent key is not an error. Errors are *core.StoreError and
+// Deleting an absent key is not an error. Errors are *store.Error and
 // match core.ErrUnavailable; a delete abandoned at ctx's deadline may still
 // happen.
-func (s *Store) Delete(ctx context.Context, key core.Key) error {
+func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
 	}
@@ -219,7 +218,7 @@ func (s *Store) Delete(ctx context.Context, key core.Key) error {
 	}
 	if err != nil && !errors.Is(err, gomemcache.ErrCacheMiss) {
 		s.stats.errors.Add(1)
-		return &core.StoreError{Op: "delete", Err: fmt.Errorf("memcache delete: %w", err)}
+		return &store.Error{Op: "delete", Err: fmt.Errorf("memcache delete: %w", err)}
 	}
 	return nil
 }

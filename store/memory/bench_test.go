@@ -2,15 +2,16 @@ package memory
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
+	"golang.org/x/time/rate"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"golang.org/x/time/rate"
 )
 
 // benchPolicy admits everything a benchmark can send (a million per second,
@@ -200,10 +201,10 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Run("serial/"+name, func(b *testing.B) {
 			s := New(nil)
 			b.Cleanup(func() { s.Close() })
-			ks := make([]core.Key, keys)
+			ks := make([]store.Key, keys)
 			m := &benchMutation{now: time.Now().UnixMicro()}
 			for i := range ks {
-				ks[i] = core.Key{Namespace: "sluice:bench", Identity: benchIDs[i]}
+				ks[i] = store.Key{Namespace: "sluice:bench", Identity: benchIDs[i]}
 			}
 			for _, i := range benchOrder(keys) {
 				if err := s.Update(context.Background(), ks[i], m); err != nil {
@@ -227,12 +228,12 @@ func BenchmarkUpdate(b *testing.B) {
 
 // floorStore keeps one state for every key and does nothing else: a
 // Limiter over it costs what the Limiter, its clock read and the algorithm
-// cost, the floor under any in-process store. It binds (core.Binder) as the
+// cost, the floor under any in-process store. It binds (inproc.Binder) as the
 // memory store does, so a Limiter takes the same road over both. It is not
 // safe for concurrent use and serves only BenchmarkLimiterFloor.
 type floorStore struct{ state []byte }
 
-func (f *floorStore) Update(_ context.Context, _ core.Key, m core.Mutation) error {
+func (f *floorStore) Update(_ context.Context, _ store.Key, m store.Mutation) error {
 	if next, _ := m.Apply(f.state); next != nil {
 		f.state = next
 	}
@@ -241,7 +242,7 @@ func (f *floorStore) Update(_ context.Context, _ core.Key, m core.Mutation) erro
 
 func (*floorStore) InProcess() {}
 
-func (f *floorStore) Bind(string) core.Taker { return f }
+func (f *floorStore) Bind(string) inproc.Taker { return f }
 
 func (f *floorStore) Take(_ string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error) {
 	next, _, d := alg.Step(f.state, now, n, p)
@@ -289,9 +290,9 @@ func BenchmarkTimeNow(b *testing.B) {
 func BenchmarkNewKeyInFullStore(b *testing.B) {
 	s := New(&Options{MaxKeys: benchKeys / 10, SweepInterval: -1})
 	b.Cleanup(func() { s.Close() })
-	ks := make([]core.Key, benchKeys)
+	ks := make([]store.Key, benchKeys)
 	for i := range ks {
-		ks[i] = core.Key{Namespace: "sluice:bench", Identity: benchIDs[i]}
+		ks[i] = store.Key{Namespace: "sluice:bench", Identity: benchIDs[i]}
 	}
 	m := &benchMutation{now: time.Now().UnixMicro()}
 	for i := range ks {

@@ -14,7 +14,7 @@
 // read-modify-write of one key is atomic, and a decision on an existing key
 // allocates nothing: the step reads and writes the key's own state in place.
 // A Limiter's Allow takes a shorter road to the same place: the Store is a
-// core.Binder, so the Limiter binds once to its namespace and each decision
+// inproc.Binder, so the Limiter binds once to its namespace and each decision
 // runs the step directly under the shard lock, with no Mutation to pool and
 // the namespace hashed once, not per call.
 // A Store is safe for concurrent use; distinct keys in distinct shards never
@@ -26,7 +26,7 @@
 // # Keys
 //
 // The store never keeps the raw identity, which may be attacker-chosen and of
-// any length, and it does not compute core.Key.String (SHA-256 costs more
+// any length, and it does not compute store.Key.String (SHA-256 costs more
 // than a whole in-memory decision). Instead it hashes Namespace and Identity
 // with hash/maphash, each under two random seeds of its own drawn when the
 // Store is created, and XORs the two into each half of a 128-bit map key
@@ -37,13 +37,13 @@
 // keys (below 10⁻²⁶ for a million). A network store cannot do the same: its
 // keys must be the same in every process and across restarts, so no secret
 // per-process seed is possible, and anyone who can read the store can see
-// them; it uses the SHA-256 of core.Key.String instead.
+// them; it uses the SHA-256 of store.Key.String instead.
 //
 // # Expiry
 //
 // Each key keeps the absolute expiry that the algorithm's TTL gives it,
 // counted from the decision's own time: the Limiter passes the time it read
-// from its clock with every update (core.Timed), so a key expires on the
+// from its clock with every update (inproc.Timed), so a key expires on the
 // very time line its algorithm computed the TTL on, and the decision path
 // reads no clock of its own. Once it has expired a key reads as absent: the
 // algorithm sees a fresh state. Each new key reclaims the expired keys

@@ -3,10 +3,10 @@ package memory
 import (
 	"context"
 	"encoding/binary"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // counter is a fixed-window count, the smallest honest algorithm: 16 bytes
@@ -66,7 +66,7 @@ func (p *put) Apply(state []byte) ([]byte, time.Duration) {
 
 // read returns key's state as Update would hand it to Apply (nil when absent
 // or expired), without changing it.
-func read(t *testing.T, s *Store, key core.Key) []byte {
+func read(t *testing.T, s *Store, key store.Key) []byte {
 	t.Helper()
 	var got []byte
 	seen := false
@@ -83,7 +83,7 @@ func read(t *testing.T, s *Store, key core.Key) []byte {
 	return got
 }
 
-func write(t *testing.T, s *Store, key core.Key, state []byte, ttl time.Duration) {
+func write(t *testing.T, s *Store, key store.Key, state []byte, ttl time.Duration) {
 	t.Helper()
 	if err := s.Update(context.Background(), key, &put{next: state, ttl: ttl}); err != nil {
 		t.Fatalf("Update(%v): %v", key, err)
@@ -109,7 +109,7 @@ func newStore(t *testing.T, opts *Options) *Store {
 	return s
 }
 
-func newLimiter(t testing.TB, s core.Store, alg core.Algorithm, p core.Policy, clock core.Clock) *core.Limiter {
+func newLimiter(t testing.TB, s store.Store, alg core.Algorithm, p core.Policy, clock core.Clock) *core.Limiter {
 	t.Helper()
 	l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Clock: clock})
 	if err != nil {
@@ -118,7 +118,7 @@ func newLimiter(t testing.TB, s core.Store, alg core.Algorithm, p core.Policy, c
 	return l
 }
 
-func key(id string) core.Key { return core.Key{Namespace: "test:p", Identity: id} }
+func key(id string) store.Key { return store.Key{Namespace: "test:p", Identity: id} }
 
 // epoch is where the tests' manual clocks start: a round second, so that a
 // window of the counter starts there.

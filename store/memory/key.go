@@ -1,9 +1,8 @@
 package memory
 
 import (
+	"github.com/sluicehq/sluice/store"
 	"hash/maphash"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // mapKey is what a key is stored under: 128 bits, each half a seeded hash of
@@ -12,7 +11,7 @@ import (
 // struct, not an array: Go passes a struct of two words in registers.)
 type mapKey struct{ h0, h1 uint64 }
 
-// keyHasher turns a core.Key into a mapKey. The seeds are random per Store
+// keyHasher turns a store.Key into a mapKey. The seeds are random per Store
 // and never leave it: see the package doc for why that makes collisions a
 // matter of chance that an attacker cannot aim.
 //
@@ -47,6 +46,6 @@ func (h *keyHasher) identity(ns nsHash, identity string) mapKey {
 	return mapKey{ns[0] ^ maphash.String(h.id[0], identity), ns[1] ^ maphash.String(h.id[1], identity)}
 }
 
-func (h *keyHasher) hash(k core.Key) mapKey {
+func (h *keyHasher) hash(k store.Key) mapKey {
 	return h.identity(h.namespace(k.Namespace), k.Identity)
 }

@@ -3,19 +3,19 @@ package memory
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 func TestKeyHash(t *testing.T) {
 	h := newKeyHasher()
-	k := core.Key{Namespace: "sluice:api", Identity: "203.0.113.7"}
-	if h.hash(k) != h.hash(core.Key{Namespace: "sluice:" + "api", Identity: "203.0.113." + "7"}) {
+	k := store.Key{Namespace: "sluice:api", Identity: "203.0.113.7"}
+	if h.hash(k) != h.hash(store.Key{Namespace: "sluice:" + "api", Identity: "203.0.113." + "7"}) {
 		t.Fatal("one key hashed twice gave two map keys")
 	}
 	if a := h.hash(k); a.h0 == a.h1 {
@@ -26,7 +26,7 @@ func TestKeyHash(t *testing.T) {
 		t.Error("two stores hash a key alike: the seeds are not per store")
 	}
 	// The boundary between Namespace and Identity is hashed.
-	for _, p := range [][2]core.Key{
+	for _, p := range [][2]store.Key{
 		{{Namespace: "a:b", Identity: "c"}, {Namespace: "a", Identity: "b:c"}},
 		{{Namespace: "ab", Identity: ""}, {Namespace: "a", Identity: "b"}},
 		{{Namespace: "a\x00", Identity: "b"}, {Namespace: "a", Identity: "\x00b"}},
@@ -46,7 +46,7 @@ func TestIdentityIsNotKept(t *testing.T) {
 		b := []byte(strings.Repeat("x", 1<<20))
 		runtime.AddCleanup(&b[0], func(ch chan struct{}) { close(ch) }, freed)
 		id := unsafe.String(&b[0], len(b))
-		write(t, s, core.Key{Namespace: "test:p", Identity: id}, []byte{1}, time.Hour)
+		write(t, s, store.Key{Namespace: "test:p", Identity: id}, []byte{1}, time.Hour)
 		if err := s.Delete(context.Background(), key("unrelated")); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestBindSharesUpdatesKeys(t *testing.T) {
 	if string(got) != string(want) {
 		t.Fatalf("Update reads %x where Take wrote %x", got, want)
 	}
-	if st := read(t, s, core.Key{Namespace: "test:q", Identity: "a"}); st != nil {
+	if st := read(t, s, store.Key{Namespace: "test:q", Identity: "a"}); st != nil {
 		t.Fatalf("another namespace reads %x", st)
 	}
 	if err := s.Delete(context.Background(), key("a")); err != nil {

@@ -1,8 +1,10 @@
 package memory
 
-import "time"
+import (
+	"time"
+)
 
-// ClockSkew is zero (core.ClockSkewer): the store is in process, so its
+// ClockSkew is zero (store.ClockSkewer): the store is in process, so its
 // Limiters read one machine's clock. Declaring it makes every Limiter over
 // the store clamp the states it reads (core.Clamper) at once, so a stored
 // time later than any step at now could write (a wall clock that stepped

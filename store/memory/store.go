@@ -2,14 +2,15 @@ package memory
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
 	"math"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
-// Store is an in-process core.Store: see the package doc. It is safe for
+// Store is an in-process store.Store: see the package doc. It is safe for
 // concurrent use. Create it with New and stop it with Close.
 type Store struct {
 	shards []shard
@@ -23,10 +24,10 @@ type Store struct {
 }
 
 var (
-	_ core.Store     = (*Store)(nil)
-	_ core.Deleter   = (*Store)(nil)
-	_ core.InProcess = (*Store)(nil)
-	_ core.Closer    = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.Deleter    = (*Store)(nil)
+	_ inproc.InProcess = (*Store)(nil)
+	_ store.Closer     = (*Store)(nil)
 )
 
 // New returns a Store configured by opts (nil means all defaults) and starts
@@ -75,7 +76,7 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 // leaves the key as it was; a ttl <= 0 deletes it (it would read as absent at
 // once); otherwise next is kept, expiring ttl from now.
 //
-// Now is the decision's own time when m carries one (core.Timed: every
+// Now is the decision's own time when m carries one (inproc.Timed: every
 // Limiter's mutation does), so a key expires on the very clock its
 // algorithm's TTL was computed on, and the store reads no clock on the
 // decision path; otherwise it is Options.Clock.
@@ -85,9 +86,9 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 // make room (see the package doc). The only error is ErrClosed, after
 // Close, with nothing written. ctx is not consulted: the call never waits
 // for anything but the shard lock.
-func (s *Store) Update(_ context.Context, key core.Key, m core.Mutation) error {
+func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error {
 	var now int64
-	if t, ok := m.(core.Timed); ok {
+	if t, ok := m.(inproc.Timed); ok {
 		now = t.Now()
 	} else {
 		now = s.now()
@@ -156,14 +157,14 @@ func (sh *shard) commit(k mapKey, sl *slot, now int64, next []byte, ttl time.Dur
 	return nil
 }
 
-var _ core.Binder = (*Store)(nil)
+var _ inproc.Binder = (*Store)(nil)
 
 // Bind returns the fast path of a Limiter's Allow on this store (see
-// core.Binder): the namespace is hashed once, here, and each decision runs
+// inproc.Binder): the namespace is hashed once, here, and each decision runs
 // the algorithm's step under the shard lock with no Mutation, exactly as
 // Update would run a Limiter's. Keys written through it and through Update
 // are the same keys.
-func (s *Store) Bind(namespace string) core.Taker {
+func (s *Store) Bind(namespace string) inproc.Taker {
 	return &taker{s: s, ns: s.keys.namespace(namespace)}
 }
 
@@ -172,7 +173,7 @@ type taker struct {
 	ns nsHash
 }
 
-// Take runs alg.Step for n units at now on identity's state (core.Taker).
+// Take runs alg.Step for n units at now on identity's state (inproc.Taker).
 // Its errors are Update's.
 func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (d core.Decision, err error) {
 	k := t.s.keys.identity(t.ns, identity)
@@ -202,7 +203,7 @@ func expiry(now int64, ttl time.Duration) int64 {
 
 // Delete removes key, if present. It returns ErrClosed after Close, and nil
 // otherwise.
-func (s *Store) Delete(_ context.Context, key core.Key) error {
+func (s *Store) Delete(_ context.Context, key store.Key) error {
 	k := s.keys.hash(key)
 	sh := s.shard(k)
 	sh.mu.Lock()

@@ -3,10 +3,10 @@ package memory
 import (
 	"bytes"
 	"context"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 func TestUpdateHandsApplyTheKeysOwnState(t *testing.T) {
@@ -106,7 +106,7 @@ func TestDelete(t *testing.T) {
 
 func TestKeysAreNamespaceAndIdentity(t *testing.T) {
 	s := newStore(t, nil)
-	keys := []core.Key{
+	keys := []store.Key{
 		{Namespace: "a:b", Identity: "c"},
 		{Namespace: "a", Identity: "b:c"},
 		{Namespace: "a:b:c", Identity: ""},

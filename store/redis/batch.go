@@ -2,10 +2,9 @@ package redis
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // batcher coalesces concurrent script calls for one node into pipelines.
@@ -65,13 +64,13 @@ func (b *batcher) do(ctx context.Context, c *call) (err error, held bool) {
 	}
 	b.mu.Unlock()
 	if st == callQueued {
-		return &core.StoreError{Op: "script", Err: ctx.Err()}, true
+		return &store.Error{Op: "script", Err: ctx.Err()}, true
 	}
 	select {
 	case <-c.ready: // the batch finished as the deadline came
 		return c.cmd.Err(), false
 	default:
-		return core.UnknownOutcome(&core.StoreError{Op: "script", Err: ctx.Err()}), true
+		return store.UnknownOutcome(&store.Error{Op: "script", Err: ctx.Err()}), true
 	}
 }
 

@@ -3,14 +3,14 @@ package redis
 import (
 	"context"
 	"errors"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // sendCounter is a go-redis hook that counts the scripts a client sends:
@@ -115,7 +115,7 @@ func TestBatcherCoalesces(t *testing.T) {
 					t.Errorf("RunScript: %v", err)
 					return
 				}
-				if r.Decision().Allowed {
+				if core.ScriptDecision(r).Allowed {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -152,7 +152,7 @@ func TestBatcherDeadlines(t *testing.T) {
 	call := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), core.Key{Namespace: "x", Identity: "y"}, core.ScriptArgs{N: 1})
+		_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1})
 		return err
 	}
 	var wg sync.WaitGroup

@@ -2,11 +2,10 @@ package redis
 
 import (
 	"context"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
 )
 
 // call is one script decision on its way to the server. Its arguments are
@@ -16,7 +15,7 @@ import (
 type call struct {
 	argv [14]any
 	key  string
-	a    core.ScriptArgs
+	a    store.ScriptArgs
 	cmd  *goredis.IntSliceCmd
 
 	// The batcher's fields, guarded by its mutex.
@@ -33,7 +32,7 @@ const (
 
 var callPool = sync.Pool{New: func() any {
 	c := &call{ready: make(chan struct{}, 1)}
-	// ARGV per core.ScriptArgs; argv[0] and argv[1] (EVALSHA and the hash,
+	// ARGV per store.ScriptArgs; argv[0] and argv[1] (EVALSHA and the hash,
 	// or EVAL and the source) are set per call. The key count is a string:
 	// a cluster client reads it as one to find the key.
 	c.argv[2] = "1"
@@ -51,7 +50,7 @@ var callPool = sync.Pool{New: func() any {
 	return c
 }}
 
-func getCall(s *core.Script, key core.Key, a core.ScriptArgs) *call {
+func getCall(s *store.Script, key store.Key, a store.ScriptArgs) *call {
 	c := callPool.Get().(*call)
 	c.key = key.String()
 	c.a = a
@@ -69,21 +68,21 @@ func putCall(c *call) {
 }
 
 // evalsha points c at a fresh EVALSHA command for s.
-func (c *call) evalsha(s *core.Script) {
+func (c *call) evalsha(s *store.Script) {
 	c.argv[0], c.argv[1] = "evalsha", &s.Hash
 	c.cmd = goredis.NewIntSliceCmd(context.Background(), c.argv[:]...)
 }
 
 // eval points c at a fresh EVAL command for s: the script's source, after
 // the server answered NOSCRIPT.
-func (c *call) eval(s *core.Script) {
+func (c *call) eval(s *store.Script) {
 	c.argv[0], c.argv[1] = "eval", &s.Source
 	c.cmd = goredis.NewIntSliceCmd(context.Background(), c.argv[:]...)
 }
 
 // result reads the reply of c's command.
-func (c *call) result() (core.ScriptResult, error) {
-	var r core.ScriptResult
+func (c *call) result() (store.ScriptResult, error) {
+	var r store.ScriptResult
 	v, err := c.cmd.Result()
 	if err != nil {
 		return r, err

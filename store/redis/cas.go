@@ -3,10 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"time"
 )
 
 // casScript writes ARGV[2] with a TTL of ARGV[3] ms if the key still holds
@@ -14,15 +13,15 @@ import (
 // A key that is absent (or expired) never matches, so a writer that saw an
 // absent key uses SET NX instead. It is the store's own script, not an
 // algorithm's: one GET and at most one SET, nothing that can fail between.
-var casScript = core.NewScript("sluice-redis-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+var casScript = store.NewScript("sluice-redis-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
 return 0`)
 
-// Update applies m to key's state atomically (core.Store): GET, m.Apply,
+// Update applies m to key's state atomically (store.Store): GET, m.Apply,
 // then a compare-and-set (SET NX for an absent key, casScript otherwise),
-// looped by core.CASUpdate with Options.Retry until a swap wins. The
+// looped by store.CASUpdate with Options.Retry until a swap wins. The
 // compare is on the whole value, so any write in between makes the swap
 // lose. The key's TTL is the algorithm's plus Options.ClockSkew.
 //
@@ -30,24 +29,24 @@ return 0`)
 // failed swap (also core.ErrOutcomeUnknown unless the failure proves the
 // swap did not run; a swap is never sent twice), too many lost swaps
 // (core.ErrContention), or ctx's end.
-func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if s.client == nil {
-		return &core.StoreError{Op: "update", Err: errNoClient}
+		return &store.Error{Op: "update", Err: errNoClient}
 	}
 	if m == nil {
-		return &core.StoreError{Op: "update", Err: errNilMutation}
+		return &store.Error{Op: "update", Err: errNilMutation}
 	}
-	_, err := core.CASUpdate(ctx, casBackend{s}, key.String(), m, s.opts.Retry)
+	_, err := store.CASUpdate(ctx, casBackend{s}, key.String(), m, s.opts.Retry)
 	if err == nil {
 		return nil
 	}
-	if se := (*core.StoreError)(nil); errors.As(err, &se) {
+	if se := (*store.Error)(nil); errors.As(err, &se) {
 		return err // from Load or Swap, already classified
 	}
-	return &core.StoreError{Op: "update", Err: err} // contention, ctx
+	return &store.Error{Op: "update", Err: err} // contention, ctx
 }
 
-// casBackend gives core.CASUpdate its Load and Swap. The token is the value
+// casBackend gives store.CASUpdate its Load and Swap. The token is the value
 // read, as a string (immutable, so Apply may reuse the state's bytes), or
 // nil for an absent key.
 type casBackend struct{ s *Store }
@@ -60,7 +59,7 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 	}
 	if err != nil {
 		// A read changes nothing: the outcome is known.
-		return nil, nil, &core.StoreError{Op: "update", Err: err}
+		return nil, nil, &store.Error{Op: "update", Err: err}
 	}
 	v := cmd.Val()
 	return []byte(v), v, nil
@@ -92,7 +91,7 @@ func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte
 	return cmd.Val() == 1, nil
 }
 
-// ClockSkew is Options.ClockSkew, as filled in by New (core.ClockSkewer):
+// ClockSkew is Options.ClockSkew, as filled in by New (store.ClockSkewer):
 // the generic path's allowance for the fleet's clocks. A Limiter on the
 // generic path clamps a stored time that lies more than this ahead of its
 // own clock; scripts read the server's clock and need none.

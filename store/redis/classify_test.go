@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"sync"
+	"testing"
+	"time"
 )
 
 // These tests hold the store's errors to what is known of each command: not
@@ -44,7 +44,7 @@ func TestClosedPortNotUnknown(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		for i := range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), core.Key{Namespace: "x", Identity: "y"}, core.ScriptArgs{N: 1, Limit: 1, Window: 1e6})
+			_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1, Limit: 1, Window: 1e6})
 			cancel()
 			wantKnown(t, fmt.Sprintf("NoBatch %v, call %d on a closed port", noBatch, i), err)
 		}
@@ -86,8 +86,8 @@ func TestPoolWaitNotUnknown(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := New(rdb, &Options{NoBatch: true})
 	t.Cleanup(func() { _ = s.Close() })
-	key := core.Key{Namespace: "pool", Identity: t.Name()}
-	if _, err := s.RunScript(ctxT(t), countScript, key, core.ScriptArgs{}); err != nil {
+	key := store.Key{Namespace: "pool", Identity: t.Name()}
+	if _, err := s.RunScript(ctxT(t), countScript, key, store.ScriptArgs{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -103,7 +103,7 @@ func TestPoolWaitNotUnknown(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	_, err := s.RunScript(ctx, countScript, key, core.ScriptArgs{})
+	_, err := s.RunScript(ctx, countScript, key, store.ScriptArgs{})
 	cancel()
 	wg.Wait()
 	wantKnown(t, "a call that waited for a connection", err)
@@ -151,10 +151,10 @@ func TestScriptErrorAfterWriteUnknown(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := New(rdb, nil)
 	t.Cleanup(func() { _ = s.Close() })
-	sc := core.NewScript("test-write-then-fail", `redis.call('INCR', KEYS[1])
+	sc := store.NewScript("test-write-then-fail", `redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[1], 'f', 'v')
 return {1, 0, 0, 0, 0, 0}`)
-	_, err := s.RunScript(ctxT(t), sc, core.Key{Namespace: "w", Identity: t.Name()}, core.ScriptArgs{})
+	_, err := s.RunScript(ctxT(t), sc, store.Key{Namespace: "w", Identity: t.Name()}, store.ScriptArgs{})
 	if !errors.Is(err, core.ErrOutcomeUnknown) {
 		t.Fatalf("a script that failed after a write: %v; want an unknown outcome", err)
 	}

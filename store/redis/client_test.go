@@ -3,12 +3,12 @@ package redis
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"testing"
+	"time"
 )
 
 // These tests need no server: they check which client the store sends with.
@@ -154,7 +154,7 @@ func TestFailoverOptions(t *testing.T) {
 		t.Fatalf("NewFailover sends with %T (owned %v)", s.Client(), s.owned)
 	}
 	nilStore := NewFailover(nil, nil)
-	if _, err := nilStore.RunScript(context.Background(), algorithm.GCRA{}.Script(), core.Key{Namespace: "a:b", Identity: "c"}, core.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
+	if _, err := nilStore.RunScript(context.Background(), algorithm.GCRA{}.Script(), store.Key{Namespace: "a:b", Identity: "c"}, store.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
 		t.Errorf("a store over no client: %v, want ErrUnavailable", err)
 	}
 }

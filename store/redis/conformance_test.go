@@ -2,13 +2,12 @@ package redis
 
 import (
 	"context"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
+	"testing"
+	"time"
 )
 
 // harness runs the suite on a real backend (a redis-server, the cluster,
@@ -20,7 +19,7 @@ type harness struct {
 	admin  goredis.UniversalClient
 }
 
-func (h harness) NewStore(t testing.TB) core.Store {
+func (h harness) NewStore(t testing.TB) store.Store {
 	s := New(h.client(t), h.opts)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -32,7 +31,7 @@ func (harness) Capabilities() conformance.Capabilities {
 
 // Exists reads the key through a client of the harness's own
 // (conformance.Inspector).
-func (h harness) Exists(ctx context.Context, key core.Key) (bool, error) {
+func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	n, err := h.admin.Exists(ctx, key.String()).Result()
 	return n == 1, err
 }

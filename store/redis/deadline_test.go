@@ -3,15 +3,15 @@ package redis
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
+	"net"
+	"sync"
+	"testing"
+	"time"
 )
 
 // The deadline tests give each call a Limiter timeout of callTimeout and
@@ -127,7 +127,7 @@ func TestDeadlineStoppedServer(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		checkDeadline(t, s, false)
 		// A refused connection proves that nothing was sent.
-		_, err = s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), core.Key{Namespace: "x", Identity: "y"}, core.ScriptArgs{N: 1})
+		_, err = s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1})
 		if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
 			t.Fatalf("refused connection: %v; want core.ErrUnavailable and not core.ErrOutcomeUnknown", err)
 		}

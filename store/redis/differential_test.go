@@ -1,13 +1,13 @@
 package redis
 
 import (
-	"math/rand/v2"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"math/rand/v2"
+	"testing"
+	"time"
 )
 
 // The algorithm package compares each Lua twin with its Go step by raw
@@ -119,7 +119,7 @@ func diffThroughStore(t *testing.T, s *Store, admin goredis.UniversalClient, alg
 			held = append(held[:j], held[j+1:]...)
 			var ttl time.Duration
 			next, ttl = leaser.Release(clone(state), now, id, &p)
-			a.N, a.Lease, a.Op = 1, id, core.OpRelease
+			a.N, a.Lease, a.Op = 1, id, store.OpRelease
 			if _, err := s.RunScript(ctxT(t), sc, key, a); err != nil {
 				t.Fatalf("%s %v: release %d: %v", alg.Name(), p, i, err)
 			}
@@ -143,7 +143,7 @@ func diffThroughStore(t *testing.T, s *Store, admin goredis.UniversalClient, alg
 		if err != nil {
 			t.Fatalf("%s %v: call %d: %v", alg.Name(), p, i, err)
 		}
-		if got := r.Decision(); got != want {
+		if got := core.ScriptDecision(r); got != want {
 			t.Fatalf("%s %v: call %d (now=%d, n=%d, dt=%v):\n store %+v\n Go    %+v", alg.Name(), p, i, now, a.N, o.dt, got, want)
 		}
 	}

@@ -69,22 +69,22 @@
 //
 // # Scripts
 //
-// RunScript (core.ScriptRunner) runs an algorithm's Lua twin (package
+// RunScript (store.ScriptRunner) runs an algorithm's Lua twin (package
 // algorithm) in one round trip: EVALSHA with the script's hash, KEYS[1] the
-// key, ARGV as core.ScriptArgs documents (the lease id in decimal), and a
+// key, ARGV as store.ScriptArgs documents (the lease id in decimal), and a
 // reply of six integers. The script cache is lost when a server restarts,
 // fails over or runs SCRIPT FLUSH; the store then sends the source with
 // EVAL, which also caches it again, so NOSCRIPT never reaches a caller.
 //
-// When core.ScriptArgs.Now is 0 (a Limiter without a Clock), the script
+// When store.ScriptArgs.Now is 0 (a Limiter without a Clock), the script
 // reads the server's TIME, so that instances with skewed clocks agree;
 // otherwise it decides at the Now it is given.
 //
 // # Generic path
 //
-// Update (core.Store) serves algorithms without a Lua twin, and Limiters
+// Update (store.Store) serves algorithms without a Lua twin, and Limiters
 // with core.Config.NoScript: GET, the algorithm's step in Go, then a
-// compare-and-set, driven by core.CASUpdate with Options.Retry. A key that
+// compare-and-set, driven by store.CASUpdate with Options.Retry. A key that
 // was absent is written with SET NX PX; one that held a value with a small
 // script of the store's own that sets the new value, with PX, only if the
 // key still holds exactly the value read. Under contention the loop retries
@@ -95,7 +95,7 @@
 //
 // # Keys and clusters
 //
-// Keys are core.Key.String(): "<prefix>:<policy>:{<hash>}", where the hash
+// Keys are store.Key.String(): "<prefix>:<policy>:{<hash>}", where the hash
 // of the identity sits in a Redis Cluster hash tag, so every key of one
 // identity lands in one slot, and every script touches one key.
 //
@@ -119,7 +119,7 @@
 // # Errors
 //
 // A denial is a Decision, never an error. Every error the store returns is
-// a *core.StoreError, so it matches core.ErrUnavailable, which the Limiter's
+// a *store.Error, so it matches core.ErrUnavailable, which the Limiter's
 // failure policy turns into a fail-closed error, a fail-open admission or a
 // fallback decision. Each error falls in one of three classes, by what is
 // known of its command:

@@ -3,11 +3,11 @@ package redis
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"net"
+	"strings"
 )
 
 // errNoClient is returned by every call on a Store built with a nil client.
@@ -107,10 +107,10 @@ func notSent(err error) bool {
 	if errors.As(err, &op) {
 		return op.Op == "dial"
 	}
-	return core.IsContextError(err)
+	return store.IsContextError(err)
 }
 
-// storeError wraps err for a caller: always a *core.StoreError (so it
+// storeError wraps err for a caller: always a *store.Error (so it
 // matches core.ErrUnavailable), and also core.ErrOutcomeUnknown unless err
 // proves that nothing ran. An error reply from inside a script after it may
 // have written, and any failure once the command was sent (a timeout, a
@@ -120,11 +120,11 @@ func storeError(op string, err error) error {
 	if errors.Is(err, core.ErrOutcomeUnknown) {
 		return err
 	}
-	se := &core.StoreError{Op: op, Err: err}
+	se := &store.Error{Op: op, Err: err}
 	if notRun(err) {
 		return se
 	}
-	return core.UnknownOutcome(se)
+	return store.UnknownOutcome(se)
 }
 
 func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }

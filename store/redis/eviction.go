@@ -3,12 +3,12 @@ package redis
 import (
 	"context"
 	"errors"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
 	"weak"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
 )
 
 // evictionCheckEvery is how often a store reads its servers' eviction
@@ -38,7 +38,7 @@ const evictionCheckTimeout = 2 * time.Second
 // 10 s), and every minute, never per decision, until Close.
 func (s *Store) Check(ctx context.Context) error {
 	if s.client == nil {
-		return &core.StoreError{Op: "check", Err: errNoClient}
+		return &store.Error{Op: "check", Err: errNoClient}
 	}
 	var (
 		mu    sync.Mutex

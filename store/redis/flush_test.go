@@ -3,16 +3,16 @@ package redis
 import (
 	"context"
 	"fmt"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // noScripts sums the NOSCRIPT replies the servers have sent (INFO
@@ -79,7 +79,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 				admin := tc.admin(t)
 				s := tc.store(t, opts)
 				algs := []core.Algorithm{algorithm.GCRA{}, algorithm.TokenBucket{}, algorithm.FixedWindow{}, algorithm.SlidingLog{}}
-				keys := make([]core.Key, 16)
+				keys := make([]store.Key, 16)
 				for i := range keys {
 					keys[i] = testKey(t, admin)
 				}

@@ -3,15 +3,14 @@ package redis
 import (
 	"context"
 	"fmt"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -84,10 +83,10 @@ var keySeq atomic.Int64
 
 // testKey is a key no other test (or run) uses; it is deleted through admin
 // when the test ends.
-func testKey(t testing.TB, admin goredis.UniversalClient) core.Key {
+func testKey(t testing.TB, admin goredis.UniversalClient) store.Key {
 	t.Helper()
-	k := core.Key{
-		Namespace: core.Namespace("sluice-test", "store-redis"),
+	k := store.Key{
+		Namespace: store.Namespace("sluice-test", "store-redis"),
 		Identity:  fmt.Sprintf("%s/%d/%d/%d", t.Name(), time.Now().UnixNano(), keySeq.Add(1), rand.Int64()),
 	}
 	t.Cleanup(func() { admin.Del(context.Background(), k.String()) })

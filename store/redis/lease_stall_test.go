@@ -3,14 +3,14 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
+	"sync"
+	"testing"
+	"time"
 )
 
 // TestAcquireStallFreesSlots: the server stalls 300 ms (DEBUG SLEEP 0.3)
@@ -34,7 +34,7 @@ func TestAcquireStallFreesSlots(t *testing.T) {
 
 // testStallFreesSlots runs the stall scenario against store s, on the
 // server admin talks to.
-func testStallFreesSlots(t *testing.T, s core.Store, admin *goredis.Client, mode core.FailureMode) {
+func testStallFreesSlots(t *testing.T, s store.Store, admin *goredis.Client, mode core.FailureMode) {
 	t.Helper()
 	p := core.Policy{Name: "stall-" + mode.String(), Limit: 2, Window: time.Minute, LeaseTTL: time.Minute}
 	cfg := core.Config{Policy: p, Algorithm: algorithm.Concurrency{}, Store: s, Timeout: 50 * time.Millisecond, Failure: mode}

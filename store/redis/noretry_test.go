@@ -3,18 +3,18 @@ package redis
 import (
 	"context"
 	"errors"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"net"
 	"sync"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // countScript counts its own executions in its key.
-var countScript = core.NewScript("test-count", `redis.call('INCR', KEYS[1])
+var countScript = store.NewScript("test-count", `redis.call('INCR', KEYS[1])
 return {1, 0, 0, 0, 0, 0}`)
 
 // stallTimeout is the user's ReadTimeout in these tests: the time after
@@ -24,7 +24,7 @@ return {1, 0, 0, 0, 0, 0}`)
 // the server even through a stalled proxy.
 const stallTimeout = 200 * time.Millisecond
 
-func runs(t *testing.T, admin goredis.UniversalClient, key core.Key) int64 {
+func runs(t *testing.T, admin goredis.UniversalClient, key store.Key) int64 {
 	t.Helper()
 	n, err := admin.Get(context.Background(), key.String()).Int64()
 	if errors.Is(err, goredis.Nil) {
@@ -38,7 +38,7 @@ func runs(t *testing.T, admin goredis.UniversalClient, key core.Key) int64 {
 
 // checkRunOnce checks one RunScript whose reply was lost: it ran at most
 // once, and if it ran, its error says the outcome is unknown.
-func checkRunOnce(t *testing.T, admin goredis.UniversalClient, key core.Key, err error) {
+func checkRunOnce(t *testing.T, admin goredis.UniversalClient, key store.Key, err error) {
 	t.Helper()
 	n := runs(t, admin, key)
 	switch {
@@ -94,13 +94,13 @@ func TestLostReplyRunsOnce(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			p.Stall()
 			const calls = 12
-			keys := make([]core.Key, calls)
+			keys := make([]store.Key, calls)
 			errs := make([]error, calls)
 			var wg sync.WaitGroup
 			for i := range calls {
 				keys[i] = testKey(t, admin)
 				wg.Go(func() {
-					_, errs[i] = s.RunScript(ctxT(t), countScript, keys[i], core.ScriptArgs{N: 1})
+					_, errs[i] = s.RunScript(ctxT(t), countScript, keys[i], store.ScriptArgs{N: 1})
 				})
 			}
 			wg.Wait()
@@ -185,13 +185,13 @@ func TestLostReplyRunsOnceCluster(t *testing.T) {
 			}
 			stall(ps)
 			const calls = 12
-			keys := make([]core.Key, calls)
+			keys := make([]store.Key, calls)
 			errs := make([]error, calls)
 			var wg sync.WaitGroup
 			for i := range calls {
 				keys[i] = testKey(t, admin)
 				wg.Go(func() {
-					_, errs[i] = s.RunScript(ctxT(t), countScript, keys[i], core.ScriptArgs{N: 1})
+					_, errs[i] = s.RunScript(ctxT(t), countScript, keys[i], store.ScriptArgs{N: 1})
 				})
 			}
 			wg.Wait()

@@ -1,9 +1,8 @@
 package redis
 
 import (
+	"github.com/sluicehq/sluice/store"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // Defaults for Options.
@@ -34,15 +33,15 @@ type Options struct {
 	// DefaultPipelines; values below 1 mean the default.
 	Pipelines int
 	// Retry bounds the compare-and-set loop of the generic path
-	// (core.Store.Update). The zero value means core's defaults.
-	Retry core.RetryPolicy
+	// (store.Store.Update). The zero value means core's defaults.
+	Retry store.RetryPolicy
 	// OnWarning, when set, hears each *core.EvictionWarning that the
 	// store's background check of the servers' maxmemory-policy finds (see
 	// Store.Check): at start-up, on a new connection, and every minute.
 	// It is called from a goroutine of the store's, one call at a time.
 	OnWarning func(error)
 	// ClockSkew is the largest disagreement between the clocks of the
-	// fleet's instances. On the generic path (core.Store.Update: algorithms
+	// fleet's instances. On the generic path (store.Store.Update: algorithms
 	// without a Lua twin, Limiters with Config.NoScript) each instance's own
 	// clock decides, while Redis expires the key by its own: a TTL measured
 	// on a clock that runs ahead ends early by the clock of an instance

@@ -3,15 +3,15 @@ package redis
 import (
 	"context"
 	"fmt"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 )
 
 // clusterNode is one master of a private test cluster, reached directly.
@@ -182,7 +182,7 @@ func TestClusterRedirects(t *testing.T) {
 			t.Cleanup(func() { _ = scripts.Close(); _ = generic.Close() })
 			key := testKey(t, admin)
 			// A second key in the same slot: the same hash tag.
-			gkey := core.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
+			gkey := store.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
 			t.Cleanup(func() { admin.Del(context.Background(), gkey.String()) })
 
 			slot64, err := admin.ClusterKeySlot(ctxT(t), key.String()).Result()
@@ -210,7 +210,7 @@ func TestClusterRedirects(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", step, err)
 				}
-				if got := r.Decision(); got != want {
+				if got := core.ScriptDecision(r); got != want {
 					t.Fatalf("%s:\n got  %+v\n want %+v", step, got, want)
 				}
 			}

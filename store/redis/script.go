@@ -2,8 +2,7 @@ package redis
 
 import (
 	"context"
-
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // maxResends bounds how often one call is sent again after a reply proving
@@ -11,10 +10,10 @@ import (
 // then one more redirect (a slot that moved again).
 const maxResends = 4
 
-// RunScript runs s on key with args in one round trip (core.ScriptRunner):
+// RunScript runs s on key with args in one round trip (store.ScriptRunner):
 // EVALSHA with s.Hash, and EVAL with s.Source when the server has lost the
 // script (NOSCRIPT: after a restart, a failover or SCRIPT FLUSH), so a
-// NOSCRIPT never reaches the caller. ARGV follows core.ScriptArgs; the
+// NOSCRIPT never reaches the caller. ARGV follows store.ScriptArgs; the
 // reply must be six integers.
 //
 // A command is sent again only after a reply proving it did not run
@@ -23,22 +22,22 @@ const maxResends = 4
 // or a broken connection once the command was sent, an error raised inside
 // the script) also matches core.ErrOutcomeUnknown. RunScript returns by
 // ctx's deadline.
-func (s *Store) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if s.client == nil {
-		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNoClient}
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoClient}
 	}
 	if sc == nil {
-		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNilScript}
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNilScript}
 	}
 	if err := ctx.Err(); err != nil {
-		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: err} // nothing was sent
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: err} // nothing was sent
 	}
 	c := getCall(sc, key, args)
 	var err error
 	if b := s.batcherFor(ctx, c.key); b != nil {
 		var held bool
 		if err, held = b.do(ctx, c); held {
-			return core.ScriptResult{}, err // already a store error
+			return store.ScriptResult{}, err // already a store error
 		}
 	} else {
 		err = s.client.Process(ctx, c.cmd)
@@ -57,7 +56,7 @@ func (s *Store) RunScript(ctx context.Context, sc *core.Script, key core.Key, ar
 	}
 	if err != nil {
 		putCall(c)
-		return core.ScriptResult{}, storeError("script", err)
+		return store.ScriptResult{}, storeError("script", err)
 	}
 	r, err := c.result()
 	putCall(c)

@@ -3,14 +3,14 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
-	"testing"
-	"time"
-
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
+	"sync"
+	"testing"
+	"time"
 )
 
 // TestRunScriptInjectedClock runs GCRA's twin with an injected now and
@@ -36,7 +36,7 @@ func TestRunScriptInjectedClock(t *testing.T) {
 				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
-				if got := r.Decision(); got != want {
+				if got := core.ScriptDecision(r); got != want {
 					t.Fatalf("call %d:\n got  %+v\n want %+v", i, got, want)
 				}
 			}
@@ -66,7 +66,7 @@ func TestRunScriptRing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
-		if got := r.Decision(); got != want {
+		if got := core.ScriptDecision(r); got != want {
 			t.Fatalf("call %d:\n got  %+v\n want %+v", i, got, want)
 		}
 	}
@@ -87,7 +87,7 @@ func TestRunScriptServerClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := r.Decision()
+	d := core.ScriptDecision(r)
 	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != time.Second {
 		t.Fatalf("first call on the server's clock: %+v, want allowed, remaining 9, reset after 1s", d)
 	}
@@ -109,7 +109,7 @@ func TestRunScriptServerClock(t *testing.T) {
 func TestRunScriptBadInput(t *testing.T) {
 	s := newStore(t, nil)
 	key := testKey(t, s.Client())
-	_, err := s.RunScript(ctxT(t), nil, key, core.ScriptArgs{})
+	_, err := s.RunScript(ctxT(t), nil, key, store.ScriptArgs{})
 	if !errors.Is(err, errNilScript) || !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("nil script: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestRunScriptBadInput(t *testing.T) {
 		t.Fatalf("nil mutation: %v", err)
 	}
 	var nilStore = New(nil, nil)
-	if _, err := nilStore.RunScript(ctxT(t), algorithm.GCRA{}.Script(), key, core.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
+	if _, err := nilStore.RunScript(ctxT(t), algorithm.GCRA{}.Script(), key, store.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("nil client: %v", err)
 	}
 	if n, _ := s.Client().Exists(ctxT(t), key.String()).Result(); n != 0 {
@@ -143,7 +143,7 @@ func TestBatchedConcurrent(t *testing.T) {
 				t.Errorf("RunScript: %v", err)
 				return
 			}
-			if r.Decision().Allowed {
+			if core.ScriptDecision(r).Allowed {
 				mu.Lock()
 				admitted++
 				mu.Unlock()

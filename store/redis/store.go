@@ -2,24 +2,23 @@ package redis
 
 import (
 	"context"
-	"sync"
-
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"sync"
 )
 
 var (
-	_ core.Store        = (*Store)(nil)
-	_ core.ScriptRunner = (*Store)(nil)
-	_ core.Deleter      = (*Store)(nil)
-	_ core.Closer       = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.ScriptRunner = (*Store)(nil)
+	_ store.Deleter      = (*Store)(nil)
+	_ store.Closer       = (*Store)(nil)
 )
 
 // Store keeps Sluice's state in Redis, through go-redis v9: a single node,
 // a sentinel-managed primary (a failover client), a Redis Cluster or a Ring.
-// Each script decision is one round trip (core.ScriptRunner); algorithms
+// Each script decision is one round trip (store.ScriptRunner); algorithms
 // without a Lua twin, and Limiters with core.Config.NoScript, use a
-// compare-and-set loop (core.Store). See the package doc for the guarantees.
+// compare-and-set loop (store.Store). See the package doc for the guarantees.
 //
 // A Store is safe for concurrent use. Share one per client: its batcher
 // coalesces the decisions of all goroutines that use it.
@@ -124,10 +123,10 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Delete removes key's state (core.Deleter, for Limiter.Reset).
-func (s *Store) Delete(ctx context.Context, key core.Key) error {
+// Delete removes key's state (store.Deleter, for Limiter.Reset).
+func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if s.client == nil {
-		return &core.StoreError{Op: "delete", Err: errNoClient}
+		return &store.Error{Op: "delete", Err: errNoClient}
 	}
 	cmd := goredis.NewIntCmd(ctx, "del", key.String())
 	if err := s.process(ctx, cmd); err != nil {

@@ -1,11 +1,10 @@
 package valkey
 
 import (
+	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 // maxCachedPolicies bounds argCache. A process has a handful of policies;
@@ -25,7 +24,7 @@ type argCache struct {
 	mu sync.Mutex // serializes writers
 }
 
-func (c *argCache) get(a *core.ScriptArgs) [6]string {
+func (c *argCache) get(a *store.ScriptArgs) [6]string {
 	k := policyArgs{a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL}
 	if m := c.m.Load(); m != nil {
 		if v, ok := (*m)[k]; ok {
@@ -61,7 +60,7 @@ func lenOf(m *map[policyArgs][6]string) int {
 }
 
 // argv fills the ten script arguments of the ScriptArgs convention.
-func (c *argCache) argv(a *core.ScriptArgs, out *[10]string) {
+func (c *argCache) argv(a *store.ScriptArgs, out *[10]string) {
 	p := c.get(a)
 	out[0] = strconv.FormatInt(a.Now, 10)
 	out[1] = strconv.FormatInt(a.N, 10)

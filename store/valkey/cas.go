@@ -3,11 +3,10 @@ package valkey
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"strconv"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
-	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // casScript is the store's compare-and-set: write ARGV[2] with a TTL of
@@ -15,7 +14,7 @@ import (
 // in Lua, which equals no string, so it never matches: absent keys take
 // SET NX instead. Replies 1 when it wrote, 0 when another writer got there
 // first.
-var casScript = core.NewScript("valkey-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+var casScript = store.NewScript("valkey-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -25,25 +24,25 @@ return 0
 // Update applies m to key's state atomically, for algorithms without a Lua
 // twin (or limiters with Config.NoScript): GET, m.Apply, then a
 // compare-and-set (the store's own small script, or SET NX for an absent
-// key), retried on a conflict by core.CASUpdate within Options.Retry. The
+// key), retried on a conflict by store.CASUpdate within Options.Retry. The
 // key's TTL is the algorithm's, plus Options.ClockSkew.
 //
-// Errors are *core.StoreError matching core.ErrUnavailable: a network error
+// Errors are *store.Error matching core.ErrUnavailable: a network error
 // or deadline (matching core.ErrOutcomeUnknown too when it came after a
-// compare-and-set was sent), or a *core.ContentionError when every attempt
+// compare-and-set was sent), or a *store.ContentionError when every attempt
 // lost a race. Update is safe for concurrent use.
-func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := s.ready(ctx, "update"); err != nil {
 		return err
 	}
 	if m == nil {
-		return &core.StoreError{Op: "update", Err: errNoMutation}
+		return &store.Error{Op: "update", Err: errNoMutation}
 	}
-	_, err := core.CASUpdate(ctx, (*casBackend)(s), key.String(), m, s.retry)
+	_, err := store.CASUpdate(ctx, (*casBackend)(s), key.String(), m, s.retry)
 	if err != nil {
-		var se *core.StoreError
+		var se *store.Error
 		if !errors.As(err, &se) {
-			err = &core.StoreError{Op: "update", Err: err}
+			err = &store.Error{Op: "update", Err: err}
 		}
 	}
 	return err
@@ -51,7 +50,7 @@ func (s *Store) Update(ctx context.Context, key core.Key, m core.Mutation) error
 
 var errNoMutation = errors.New("sluice/valkey: nil mutation")
 
-// casBackend gives core.CASUpdate the store's Load and Swap without adding
+// casBackend gives store.CASUpdate the store's Load and Swap without adding
 // them to Store's method set.
 type casBackend Store
 
@@ -99,7 +98,7 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 	return n == 1, nil
 }
 
-// ClockSkew is Options.ClockSkew as New filled it in (core.ClockSkewer):
+// ClockSkew is Options.ClockSkew as New filled it in (store.ClockSkewer):
 // the generic path's TTL allowance for the fleet's clocks. A Limiter on the
 // generic path clamps a stored time that lies more than this ahead of its
 // own clock; scripts read the server's clock and need none.

@@ -3,15 +3,15 @@ package valkey_test
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/valkey"
-	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // incr is a test Mutation: the state is a decimal counter, and each Update
@@ -141,10 +141,10 @@ func TestUpdateNilNextWritesNothing(t *testing.T) {
 }
 
 // TestUpdateContention: with one attempt allowed, a swap that loses its
-// race gives up with a *core.ContentionError inside a *core.StoreError.
+// race gives up with a *store.ContentionError inside a *store.Error.
 func TestUpdateContention(t *testing.T) {
 	c := newClient(t, backends[0].addrs(t))
-	s := valkey.New(c, &valkey.Options{Retry: core.RetryPolicy{MaxAttempts: 1}})
+	s := valkey.New(c, &valkey.Options{Retry: store.RetryPolicy{MaxAttempts: 1}})
 	key := freshKey(t, c)
 	if err := s.Update(context.Background(), key, &incr{ttl: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -153,10 +153,10 @@ func TestUpdateContention(t *testing.T) {
 	// instance would.
 	racer := &racingIncr{c: c, key: key.String()}
 	err := s.Update(context.Background(), key, racer)
-	var se *core.StoreError
-	var ce *core.ContentionError
+	var se *store.Error
+	var ce *store.ContentionError
 	if !errors.As(err, &se) || !errors.As(err, &ce) || !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("err = %v, want a *core.StoreError holding a *core.ContentionError", err)
+		t.Fatalf("err = %v, want a *store.Error holding a *store.ContentionError", err)
 	}
 	if ce.Attempts != 1 {
 		t.Fatalf("Attempts = %d, want 1", ce.Attempts)

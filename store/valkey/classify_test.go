@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
-	"time"
-
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
+	"testing"
+	"time"
 )
 
 // These tests hold the store's errors to what is known of each command: not
@@ -109,12 +109,12 @@ func TestOOMScriptNotUnknown(t *testing.T) {
 func TestScriptErrorAfterWriteUnknown(t *testing.T) {
 	srv := startServer(t)
 	s := valkey.New(srv.client(t), nil)
-	sc := core.NewScript("test-write-then-fail", `redis.call('INCR', KEYS[1])
+	sc := store.NewScript("test-write-then-fail", `redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[1], 'f', 'v')
 return {1, 0, 0, 0, 0, 0}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := s.RunScript(ctx, sc, core.Key{Namespace: "w", Identity: t.Name()}, core.ScriptArgs{})
+	_, err := s.RunScript(ctx, sc, store.Key{Namespace: "w", Identity: t.Name()}, store.ScriptArgs{})
 	if !errors.Is(err, core.ErrOutcomeUnknown) {
 		t.Fatalf("a script that failed after a write: %v; want an unknown outcome", err)
 	}

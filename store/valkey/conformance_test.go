@@ -2,13 +2,12 @@ package valkey_test
 
 import (
 	"context"
-	"testing"
-
 	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
+	"testing"
 )
 
 // harness runs the suite on the real redis-server, the real cluster, or the
@@ -35,7 +34,7 @@ func (h harness) client(t testing.TB) valkeygo.Client {
 	return c
 }
 
-func (h harness) NewStore(t testing.TB) core.Store {
+func (h harness) NewStore(t testing.TB) store.Store {
 	s := valkey.New(h.client(t), nil)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -47,7 +46,7 @@ func (harness) Capabilities() conformance.Capabilities {
 
 // Exists reads the key through the harness's own client
 // (conformance.Inspector).
-func (h harness) Exists(ctx context.Context, key core.Key) (bool, error) {
+func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	n, err := h.admin.Do(ctx, h.admin.B().Exists().Key(key.String()).Build()).AsInt64()
 	return n == 1, err
 }

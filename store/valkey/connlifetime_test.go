@@ -3,15 +3,15 @@ package valkey_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"testing"
-	"time"
-
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
+	"strings"
+	"testing"
+	"time"
 )
 
 // valkey-go sends again any command, writes included, that fails with its
@@ -81,7 +81,7 @@ func TestNewRefusesConnLifetime(t *testing.T) {
 				t.Cleanup(c.Close)
 				s := valkey.New(c, nil)
 				key := freshKey(t, c)
-				_, err = s.RunScript(context.Background(), algorithm.GCRA{}.Script(), key, core.ScriptArgs{N: 1, Limit: 5, Window: 60e6, Burst: 5, Interval: 12e6})
+				_, err = s.RunScript(context.Background(), algorithm.GCRA{}.Script(), key, store.ScriptArgs{N: 1, Limit: 5, Window: 60e6, Burst: 5, Interval: 12e6})
 				if lifetime == 0 {
 					if err != nil {
 						t.Fatalf("without ConnLifetime: %v", err)

@@ -3,20 +3,20 @@ package valkey_test
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/valkey"
-	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // countScript is a test script that counts its own runs in KEYS[1], so a
 // test can see on the server how many times a decision was executed.
-var countScript = core.NewScript("test-count", `redis.call('INCR', KEYS[1])
+var countScript = store.NewScript("test-count", `redis.call('INCR', KEYS[1])
 return {1, 1, 0, 0, 0, 0}`)
 
 // stalledDeadline is the deadline of calls whose replies the proxy holds.
@@ -29,7 +29,7 @@ const stalledDeadline = 200 * time.Millisecond
 const lateBound = 5 * time.Second
 
 // runs reads countScript's counter.
-func runs(t *testing.T, c valkeygo.Client, key core.Key) int64 {
+func runs(t *testing.T, c valkeygo.Client, key store.Key) int64 {
 	t.Helper()
 	n, err := c.Do(context.Background(), c.B().Get().Key(key.String()).Build()).AsInt64()
 	if valkeygo.IsValkeyNil(err) {
@@ -43,7 +43,7 @@ func runs(t *testing.T, c valkeygo.Client, key core.Key) int64 {
 
 // settle polls the counter until it reaches want or stops moving for a
 // second (at most five seconds in all), and returns it.
-func settle(t *testing.T, c valkeygo.Client, key core.Key, want int64) int64 {
+func settle(t *testing.T, c valkeygo.Client, key store.Key, want int64) int64 {
 	t.Helper()
 	last, still := runs(t, c, key), 0
 	for i := 0; i < 500 && last != want && still < 100; i++ {
@@ -74,9 +74,9 @@ func stalledClient(t *testing.T, proxy *stallProxy, always bool) valkeygo.Client
 
 func checkUnknown(t *testing.T, err error) {
 	t.Helper()
-	var se *core.StoreError
+	var se *store.Error
 	if !errors.As(err, &se) || !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, core.ErrOutcomeUnknown) {
-		t.Errorf("err = %v, want a *core.StoreError matching ErrUnavailable and ErrOutcomeUnknown", err)
+		t.Errorf("err = %v, want a *store.Error matching ErrUnavailable and ErrOutcomeUnknown", err)
 	}
 }
 

@@ -2,13 +2,13 @@ package valkey_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/valkey"
 )
 
 // allAlgorithms are the seven algorithms of package algorithm, each with a
@@ -107,7 +107,7 @@ func checkPolicy(alg core.Algorithm, p *core.Policy) error {
 // twin must match one of them.
 //
 // It returns how many calls matched only as a fresh key.
-func diff(t testing.TB, s *valkey.Store, key core.Key, alg core.Algorithm, p core.Policy, start time.Time, ops []diffOp, seed uint64) (dropped int) {
+func diff(t testing.TB, s *valkey.Store, key store.Key, alg core.Algorithm, p core.Policy, start time.Time, ops []diffOp, seed uint64) (dropped int) {
 	t.Helper()
 	sc := alg.(core.Scripted).Script()
 	leaser, _ := alg.(core.Leaser)
@@ -123,7 +123,7 @@ func diff(t testing.TB, s *valkey.Store, key core.Key, alg core.Algorithm, p cor
 		switch {
 		case release:
 			j := o.pick % len(held)
-			a.N, a.Lease, a.Op = 1, held[j], core.OpRelease
+			a.N, a.Lease, a.Op = 1, held[j], store.OpRelease
 			held = append(held[:j], held[j+1:]...)
 		case leaser != nil:
 			nextLease += 12345
@@ -145,7 +145,7 @@ func diff(t testing.TB, s *valkey.Store, key core.Key, alg core.Algorithm, p cor
 			t.Fatalf("%s %v seed %#x call %d: %v", alg.Name(), p, seed, i, err)
 		}
 		next, ttl, want := step(state)
-		got := r.Decision()
+		got := core.ScriptDecision(r)
 		if release {
 			got = core.Decision{} // a release's reply carries no decision
 		}

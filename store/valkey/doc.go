@@ -39,12 +39,12 @@
 // its source only when the server answers NOSCRIPT (after a restart, a
 // failover or SCRIPT FLUSH), which means the script did not run; the EVAL
 // also puts the script back in that node's cache. A caller never sees
-// NOSCRIPT. Arguments follow core.ScriptArgs; the lease id travels as
+// NOSCRIPT. Arguments follow store.ScriptArgs; the lease id travels as
 // decimal text. With ScriptArgs.Now zero (a Limiter without a Clock) the
 // script reads the server's TIME, so instances with skewed clocks agree.
 //
 // The store builds its EVALSHA and EVAL commands itself instead of using
-// valkey-go's Lua helper: core.Script already carries the hash, the
+// valkey-go's Lua helper: store.Script already carries the hash, the
 // policy's arguments are formatted once per policy and reused, and the
 // store decides what each error means between the two commands. (The
 // helper would behave the same on retries when made with NewLuaScript; one
@@ -110,7 +110,7 @@
 //
 // # Cluster
 //
-// A store key is "<prefix>:<policy>:{<hash>}" (core.Key.String): the braces
+// A store key is "<prefix>:<policy>:{<hash>}" (store.Key.String): the braces
 // are a hash tag, so all keys of one identity share a slot. Every command
 // the store sends names one key, so it is never cross-slot, which
 // valkey-go's cluster client refuses.
@@ -119,7 +119,7 @@
 //
 // Algorithms without a Lua twin, and limiters with core.Config.NoScript,
 // use Update: GET, the algorithm's Go step, then a compare-and-set, driven
-// by core.CASUpdate with Options.Retry. The compare-and-set is the store's
+// by store.CASUpdate with Options.Retry. The compare-and-set is the store's
 // own small script ("if GET still returns what was read, SET PX") or, for
 // an absent key, SET NX PX. TTLs are rounded up to whole milliseconds. Here
 // the Limiter's clock decides, not the server's. (Valkey 8.1's SET IFEQ
@@ -143,8 +143,8 @@
 //
 // # Errors
 //
-// Every error is a *core.StoreError and matches core.ErrUnavailable; it
+// Every error is a *store.Error and matches core.ErrUnavailable; it
 // also matches core.ErrOutcomeUnknown as described above, and
-// core.ErrContention (a *core.ContentionError inside) when the generic
+// core.ErrContention (a *store.ContentionError inside) when the generic
 // path's compare-and-set lost every attempt. A denial is never an error.
 package valkey

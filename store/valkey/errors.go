@@ -2,14 +2,13 @@ package valkey
 
 import (
 	"errors"
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"net"
 	"strings"
-
-	"github.com/sluicehq/sluice/core"
-	valkeygo "github.com/valkey-io/valkey-go"
 )
 
-// storeError wraps err, from a command sent for op, as a *core.StoreError
+// storeError wraps err, from a command sent for op, as a *store.Error
 // (which matches core.ErrUnavailable). For a write it also decides whether
 // the command may have run: then the error matches core.ErrOutcomeUnknown
 // too, and nobody may send the command again.
@@ -28,9 +27,9 @@ import (
 // so a context error proves nothing here.
 func storeError(op string, err error, write bool) error {
 	if write && mayHaveRun(err) {
-		err = core.UnknownOutcome(err)
+		err = store.UnknownOutcome(err)
 	}
-	return &core.StoreError{Op: op, Err: err}
+	return &store.Error{Op: op, Err: err}
 }
 
 func mayHaveRun(err error) bool {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"testing"
-
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
+	"testing"
 )
 
 // backend is one kind of real server the tests run against.
@@ -55,9 +54,9 @@ func newStore(t testing.TB, addrs []string) (*valkey.Store, valkeygo.Client) {
 
 // freshKey is a key no other test (or earlier run) uses, deleted when the
 // test ends.
-func freshKey(t testing.TB, c valkeygo.Client) core.Key {
+func freshKey(t testing.TB, c valkeygo.Client) store.Key {
 	t.Helper()
-	k := core.Key{Namespace: "sluice-valkey-test:" + randomHex(t), Identity: randomHex(t)}
+	k := store.Key{Namespace: "sluice-valkey-test:" + randomHex(t), Identity: randomHex(t)}
 	t.Cleanup(func() { c.Do(context.Background(), c.B().Del().Key(k.String()).Build()) })
 	return k
 }

@@ -1,12 +1,12 @@
 package valkey
 
 import (
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
 )
 
 func TestPxMillis(t *testing.T) {
@@ -28,7 +28,7 @@ func TestArgv(t *testing.T) {
 	var c argCache
 	p := core.Policy{Name: "p", Limit: 7, Window: 3 * time.Second, Burst: 11, MaxDelay: time.Second, LeaseTTL: 5 * time.Second}
 	a := core.NewScriptArgs(&p, 1_700_000_000_000_001, 4)
-	a.Lease, a.Op = 1<<64-1, core.OpRelease
+	a.Lease, a.Op = 1<<64-1, store.OpRelease
 	want := [10]string{"1700000000000001", "4", "7", "3000000", "11", "428572", "1000000", "5000000", "18446744073709551615", "1"}
 	for range 2 { // a miss, then a hit
 		var got [10]string
@@ -47,7 +47,7 @@ func TestArgCacheBounded(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range maxCachedPolicies + 100 {
-				a := core.ScriptArgs{Limit: int64(i), Window: int64(g)}
+				a := store.ScriptArgs{Limit: int64(i), Window: int64(g)}
 				v := c.get(&a)
 				if v[0] != strconv.Itoa(i) || v[1] != strconv.Itoa(g) {
 					t.Errorf("get(%d, %d) = %q", i, g, v)
@@ -75,7 +75,7 @@ func TestArgvAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { c.argv(&a, &out) }); n != 0 {
 		t.Fatalf("argv allocates %v times per call, want 0", n)
 	}
-	key := core.Key{Namespace: "sluice:allocs", Identity: "client"}
+	key := store.Key{Namespace: "sluice:allocs", Identity: "client"}
 	if n := testing.AllocsPerRun(1000, func() { _ = key.String() }); n != 1 {
 		t.Fatalf("Key.String allocates %v times per call, want 1", n)
 	}

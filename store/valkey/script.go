@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	valkeygo "github.com/valkey-io/valkey-go"
 )
 
@@ -18,15 +17,15 @@ import (
 // The command is sent once. A reply lost after it went out (a deadline, a
 // cancelled context, a broken connection) gives an error matching
 // core.ErrOutcomeUnknown: the script may have run, and it is not sent
-// again. Every error is a *core.StoreError matching core.ErrUnavailable.
+// again. Every error is a *store.Error matching core.ErrUnavailable.
 // RunScript is safe for concurrent use; concurrent calls share the client's
 // pipelined connections.
-func (s *Store) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if err := s.ready(ctx, "script"); err != nil {
-		return core.ScriptResult{}, err
+		return store.ScriptResult{}, err
 	}
 	if sc == nil {
-		return core.ScriptResult{}, &core.StoreError{Op: "script", Err: errNoScript}
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoScript}
 	}
 	k := key.String()
 	var argv [10]string
@@ -49,18 +48,18 @@ var (
 )
 
 // scriptResult reads a script's reply: six integers.
-func scriptResult(resp valkeygo.ValkeyResult) (r core.ScriptResult, err error) {
+func scriptResult(resp valkeygo.ValkeyResult) (r store.ScriptResult, err error) {
 	vs, err := resp.ToArray()
 	if err != nil {
 		return r, storeError("script", err, true)
 	}
 	if len(vs) != len(r) {
 		// The script ran and changed state, but its decision is lost.
-		return r, &core.StoreError{Op: "script", Err: core.UnknownOutcome(fmt.Errorf("%w: got %d values", errReply, len(vs)))}
+		return r, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("%w: got %d values", errReply, len(vs)))}
 	}
 	for i := range vs {
 		if r[i], err = vs[i].ToInt64(); err != nil {
-			return r, &core.StoreError{Op: "script", Err: core.UnknownOutcome(fmt.Errorf("%w: value %d: %w", errReply, i+1, err))}
+			return r, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("%w: value %d: %w", errReply, i+1, err))}
 		}
 	}
 	return r, nil

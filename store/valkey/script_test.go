@@ -3,18 +3,18 @@ package valkey_test
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/valkey"
 )
 
 // recordScript is a test script: it stores its ten arguments in the hash
 // KEYS[1] (fields "1".."10", exactly as received) and replies six integers
 // taken from them, so a test can check the calling convention end to end.
-var recordScript = core.NewScript("test-record", `
+var recordScript = store.NewScript("test-record", `
 for i = 1, 10 do redis.call('HSET', KEYS[1], tostring(i), ARGV[i]) end
 return {1, tonumber(ARGV[3]), tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[10])}
 `)
@@ -26,13 +26,13 @@ func TestRunScriptArguments(t *testing.T) {
 		p := core.Policy{Name: "args", Limit: 25, Window: 2 * time.Second, Burst: 40, MaxDelay: 3 * time.Second, LeaseTTL: 7 * time.Second}
 		args := core.NewScriptArgs(&p, 1_700_000_000_123_456, 3)
 		args.Lease = 1<<63 + 12345 // above 2^53 and 2^63: must travel as decimal text
-		args.Op = core.OpRelease
+		args.Op = store.OpRelease
 		for run := range 2 { // the second run takes the cached policy arguments
 			got, err := s.RunScript(context.Background(), recordScript, key, args)
 			if err != nil {
 				t.Fatalf("run %d: RunScript: %v", run, err)
 			}
-			want := core.ScriptResult{1, 25, 3, 2_000_000, 40, core.OpRelease}
+			want := store.ScriptResult{1, 25, 3, 2_000_000, 40, store.OpRelease}
 			if got != want {
 				t.Fatalf("run %d: reply %v, want %v", run, got, want)
 			}
@@ -101,10 +101,10 @@ func TestRunScriptBadReplies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			key := freshKey(t, c)
-			_, err := s.RunScript(context.Background(), core.NewScript("test-bad", tt.src), key, core.NewScriptArgs(&p, 1, 1))
-			var se *core.StoreError
+			_, err := s.RunScript(context.Background(), store.NewScript("test-bad", tt.src), key, core.NewScriptArgs(&p, 1, 1))
+			var se *store.Error
 			if !errors.As(err, &se) || !errors.Is(err, core.ErrUnavailable) {
-				t.Fatalf("err = %v, want a *core.StoreError matching ErrUnavailable", err)
+				t.Fatalf("err = %v, want a *store.Error matching ErrUnavailable", err)
 			}
 			if got := errors.Is(err, core.ErrOutcomeUnknown); got != tt.unknown {
 				t.Fatalf("errors.Is(%v, ErrOutcomeUnknown) = %v, want %v", err, got, tt.unknown)

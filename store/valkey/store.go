@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 	"reflect"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicehq/sluice/core"
-	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // DefaultClockSkew is Options.ClockSkew when it is zero.
@@ -22,7 +21,7 @@ type Options struct {
 	// algorithms without a Lua twin and by limiters with Config.NoScript.
 	// The zero value means core's defaults (64 attempts, 100µs to 5ms
 	// jittered backoff).
-	Retry core.RetryPolicy
+	Retry store.RetryPolicy
 	// ClockSkew is the largest disagreement between the clocks of the
 	// fleet's instances. On Update's path each instance's own clock
 	// decides, and the TTL an algorithm gives is measured on the writer's
@@ -45,7 +44,7 @@ type Options struct {
 // across all limiters of a process.
 type Store struct {
 	c         valkeygo.Client
-	retry     core.RetryPolicy
+	retry     store.RetryPolicy
 	skew      time.Duration
 	args      argCache
 	closed    atomic.Bool
@@ -56,10 +55,10 @@ type Store struct {
 }
 
 var (
-	_ core.Store        = (*Store)(nil)
-	_ core.ScriptRunner = (*Store)(nil)
-	_ core.Deleter      = (*Store)(nil)
-	_ core.Closer       = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.ScriptRunner = (*Store)(nil)
+	_ store.Deleter      = (*Store)(nil)
+	_ store.Closer       = (*Store)(nil)
 )
 
 // New returns a Store over c, a single-node, sentinel or cluster client.
@@ -148,23 +147,23 @@ func hasConnLifetime(c valkeygo.Client) bool {
 func (s *Store) ready(ctx context.Context, op string) error {
 	switch {
 	case s.c == nil:
-		return &core.StoreError{Op: op, Err: errNoClient}
+		return &store.Error{Op: op, Err: errNoClient}
 	case s.bad != nil:
-		return &core.StoreError{Op: op, Err: s.bad}
+		return &store.Error{Op: op, Err: s.bad}
 	case s.closed.Load():
-		return &core.StoreError{Op: op, Err: errClosed}
+		return &store.Error{Op: op, Err: errClosed}
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing has been sent: the outcome is known (nothing happened).
-		return &core.StoreError{Op: op, Err: err}
+		return &store.Error{Op: op, Err: err}
 	}
 	return nil
 }
 
 // Delete removes key's state, so that its next decision starts fresh.
-// Deleting an absent key is not an error. Errors are *core.StoreError and
+// Deleting an absent key is not an error. Errors are *store.Error and
 // match core.ErrUnavailable.
-func (s *Store) Delete(ctx context.Context, key core.Key) error {
+func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
 	}

@@ -3,6 +3,11 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/adapters/nethttp"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 	"io"
 	"log"
 	"net/http"
@@ -10,11 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/adapters/nethttp"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // UserHeader carries the user a test request is authenticated as. The
@@ -110,9 +110,9 @@ type Down struct{ calls atomic.Int64 }
 var errRefused = errors.New("connection refused")
 
 // Update fails.
-func (d *Down) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (d *Down) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	d.calls.Add(1)
-	return &core.StoreError{Op: "update", Err: errRefused}
+	return &store.Error{Op: "update", Err: errRefused}
 }
 
 // Calls is how many updates were attempted.

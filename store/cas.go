@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -48,21 +48,13 @@ func (r RetryPolicy) withDefaults() RetryPolicy {
 	return r
 }
 
-// Retimer is implemented by a Mutation that can read its decision time
-// again; every Mutation a Limiter passes does. CASUpdate calls Retime before
-// each Apply, so that the write that lands is decided at the time of its
-// own attempt. Without it, a request that lost a race, or waited its turn,
-// would be judged at the instant it arrived against a state that requests
-// from later instants had already moved on: stricter than the algorithm (a
-// spurious denial), and a Decision that no serial order of the requests
-// gives.
-type Retimer interface {
-	Retime()
-}
-
 // CASUpdate makes one atomic read-modify-write of key out of Load and Swap:
 // load, apply m, swap; on a conflict, wait a jittered backoff and start over.
-// When m is a Retimer, it is retimed before each Apply. It returns the
+// When m has a Retime method (every Mutation a Limiter passes has one), it
+// is retimed before each Apply, so that the write that lands is decided at
+// the time of its own attempt: a request that lost a race, or waited its
+// turn, judged at the instant it arrived against a state that later
+// requests had already moved on would be denied spuriously. It returns the
 // number of attempts made. It stops early, with the context's error, when
 // ctx is done; with a *ContentionError after MaxAttempts conflicts; and at
 // once on any Load or Swap error (an error is never retried here: a Swap
@@ -70,7 +62,7 @@ type Retimer interface {
 func CASUpdate(ctx context.Context, b CASBackend, key string, m Mutation, r RetryPolicy) (attempts int, err error) {
 	r = r.withDefaults()
 	ceiling := r.BaseBackoff
-	rt, _ := m.(Retimer)
+	rt, _ := m.(interface{ Retime() })
 	for attempts = 1; ; attempts++ {
 		state, token, err := b.Load(ctx, key)
 		if err != nil {

@@ -1,4 +1,4 @@
-package core
+package store
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 //
 // Update returns an error only when it could not decide: the network, a
 // deadline, exhausted retries. Errors should match ErrUnavailable (wrap them
-// in *StoreError); an error after which the write may have happened should
+// in *Error); an error after which the write may have happened should
 // also match ErrOutcomeUnknown (see UnknownOutcome).
 type Store interface {
 	Update(ctx context.Context, key Key, m Mutation) error
@@ -36,27 +36,9 @@ type Mutation interface {
 	Apply(state []byte) (next []byte, ttl time.Duration)
 }
 
-// Timed is implemented by a Mutation that knows when its decision is made:
-// the Limiter's clock reading, in µs since the Unix epoch, the same now the
-// algorithm steps with. An in-process store uses it for expiry instead of
-// reading a clock of its own (a clock read costs as much as the rest of an
-// in-memory decision), and so expires keys on the time line their TTLs were
-// computed on. Every Mutation a Limiter passes to a Store implements it.
-type Timed interface {
-	Mutation
-	Now() int64
-}
-
 // Deleter is implemented by stores that can delete a key (Limiter.Reset).
 type Deleter interface {
 	Delete(ctx context.Context, key Key) error
-}
-
-// InProcess marks a store that answers without I/O (the memory store). The
-// Limiter skips the per-call deadline for it, which would cost more than the
-// decision itself.
-type InProcess interface {
-	InProcess()
 }
 
 // ClockSkewer is implemented by a store whose decisions are made on the
@@ -72,27 +54,6 @@ type InProcess interface {
 // has a Clock of its own (a test's).
 type ClockSkewer interface {
 	ClockSkew() time.Duration
-}
-
-// Binder is an optional fast path of an InProcess store. A Limiter binds
-// once, in New, to its namespace, and then decides every Allow with the
-// Taker it got, instead of Update with a pooled Mutation: in memory, the
-// Mutation's pool, its interface calls and the Decision copies it carries
-// were a fifth of a decision. Take has no context: it is for a store that
-// never waits on I/O. Acquire and Release still go through Update. A
-// Limiter ignores Binder on a store that is not InProcess, and when it has
-// a ScriptRunner to use.
-type Binder interface {
-	Bind(namespace string) Taker
-}
-
-// Taker is a Binder's fast path for one namespace. Take must do for the key
-// Key{Namespace: namespace, Identity: identity} exactly what Update does
-// with a Timed Mutation whose Now is now and whose Apply calls
-// alg.Step(state, now, n, p): the same atomicity, key, expiry and errors. It
-// returns the Decision of the step, or a zero Decision with the error.
-type Taker interface {
-	Take(identity string, alg Algorithm, now, n int64, p *Policy) (Decision, error)
 }
 
 // Closer is implemented by stores that hold background work or connections.
@@ -143,28 +104,8 @@ type ScriptArgs struct {
 	Op                                                         int64
 }
 
-// NewScriptArgs fills the policy's part of the arguments.
-func NewScriptArgs(p *Policy, now, n int64) ScriptArgs {
-	return ScriptArgs{
-		Now: now, N: n, Limit: p.Limit, Window: p.WindowMicros(), Burst: p.Capacity(),
-		Interval: p.IntervalMicros(), MaxDelay: p.MaxDelayMicros(), LeaseTTL: p.LeaseTTLMicros(),
-	}
-}
-
 // ScriptResult is a script's reply: six integers.
 type ScriptResult [6]int64
-
-// Decision converts the reply to a Decision.
-func (r ScriptResult) Decision() Decision {
-	return Decision{
-		Allowed:    r[0] == 1,
-		Limit:      r[1],
-		Remaining:  r[2],
-		RetryAfter: Micros(r[3]),
-		ResetAfter: Micros(r[4]),
-		Delay:      Micros(r[5]),
-	}
-}
 
 // ScriptRunner is the optional fast path: a store that can run an
 // algorithm's Lua twin on the server in one round trip. The store must never

@@ -1,0 +1,59 @@
+// Package inproc is the in-process fast path between core.Limiter and a
+// store that answers without I/O (store/memory). It is internal: no
+// application calls it and no store author needs it, so none of it appears
+// in the documentation of core or store. core cannot import this package
+// (it imports core), so core matches these interfaces by their method sets;
+// a store that implements them declares so with
+//
+//	var _ inproc.Binder = (*Store)(nil)
+//
+// and the compiler keeps both sides in step.
+package inproc
+
+import "github.com/sluicehq/sluice/core"
+
+// InProcess marks a store that answers without I/O. The Limiter skips the
+// per-call deadline for it, which would cost more than the decision itself.
+type InProcess interface {
+	InProcess()
+}
+
+// Taker is a Binder's fast path for one namespace. Take must do for the key
+// Key{Namespace: namespace, Identity: identity} exactly what Update does
+// with a Timed Mutation whose Now is now and whose Apply calls
+// alg.Step(state, now, n, p): the same atomicity, key, expiry and errors. It
+// returns the Decision of the step, or a zero Decision with the error. (An
+// alias of an interface literal, so that core, which cannot import this
+// package, names the same type.)
+type Taker = interface {
+	Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error)
+}
+
+// Binder is the fast path of an InProcess store. A Limiter binds once, in
+// New, to its namespace, and then decides every Allow with the Taker it
+// got, instead of Update with a pooled Mutation: in memory, the Mutation's
+// pool, its interface calls and the Decision copies it carries were a fifth
+// of a decision. Take has no context: it is for a store that never
+// waits on I/O. Acquire and Release still go through Update. A Limiter
+// ignores Binder on a store that is not InProcess, and when it runs scripts.
+type Binder interface {
+	InProcess
+	Bind(namespace string) Taker
+}
+
+// Timed is implemented by every Mutation a Limiter passes: Now is the
+// Limiter's clock reading for the decision, in µs since the Unix epoch, the
+// same now the algorithm steps with. An in-process store uses it for expiry
+// instead of reading a clock of its own (a clock read costs as much as the
+// rest of an in-memory decision), and so expires keys on the time line their
+// TTLs were computed on.
+type Timed interface {
+	Now() int64
+}
+
+// Retimer is implemented by every Mutation a Limiter passes. store.CASUpdate
+// calls Retime before each Apply, so that the write that lands is decided at
+// the time of its own attempt (see store.CASUpdate).
+type Retimer interface {
+	Retime()
+}
