@@ -199,7 +199,11 @@ func (t *table) evict() int64 {
 	var victim uint64
 	best, found := int64(0), 0
 	i := t.hand & t.mask
-	for probes := 0; found < evictSamples && (probes < evictProbes || found == 0); probes++ {
+	// At least two candidates when the table holds two keys: with one, a
+	// sparse stretch of the table could make the key that expires last
+	// (a client being limited) the victim, resetting its limit.
+	least := min(2, t.count)
+	for probes := 0; found < evictSamples && (probes < evictProbes || found < least) && probes < len(t.slots); probes++ {
 		if s := &t.slots[i]; s.used() {
 			if found == 0 || s.expires < best {
 				victim, best = i, s.expires
