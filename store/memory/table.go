@@ -194,7 +194,7 @@ func (t *table) reclaim(now int64, steps int) int {
 // evict deletes one key to make room, the one that expires first among up
 // to evictSamples used slots from the hand, and returns its expiry. The
 // table must hold a key. It looks at evictProbes slots at most, unless it
-// has found no key among them.
+// has found fewer than two keys (one, in a table of one) among them.
 func (t *table) evict() int64 {
 	var victim uint64
 	best, found := int64(0), 0
