@@ -254,7 +254,10 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 			return Decision{}, err
 		}
 		d, err := l.taker.Take(identity, l.step, l.now(), n, &l.p)
-		if err == nil && d.Allowed && l.cfg.Observer == nil {
+		if err == nil && (d.Allowed || !l.cfg.Shadow) {
+			if l.cfg.Observer != nil {
+				l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d})
+			}
 			return d, nil
 		}
 		return l.settle(ctx, identity, n, d, err, time.Time{})
