@@ -1,0 +1,161 @@
+package prometheus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+func allow(policy string, limit, remaining int64) core.Event {
+	return core.Event{Policy: policy, Op: "allow", Decision: core.Decision{Allowed: true, Limit: limit, Remaining: remaining}}
+}
+
+// Near the limit is envoy's rule: units used after the admission above
+// floor(Limit × ratio).
+func TestNearLimitThreshold(t *testing.T) {
+	tests := []struct {
+		ratio            float64
+		limit, remaining int64
+		near             bool
+	}{
+		{0.8, 10, 2, false}, // used 8, threshold 8
+		{0.8, 10, 1, true},  // used 9
+		{0.8, 10, 0, true},
+		{0.8, 3, 1, false}, // used 2, threshold floor(2.4) = 2
+		{0.8, 3, 0, true},
+		{0.5, 100, 50, false},
+		{0.5, 100, 49, true},
+		{1, 10, 0, false}, // ratio 1: nothing is near, only past
+		{0.8, 0, 0, false},
+	}
+	for _, tt := range tests {
+		o, _ := newObserver(t, Options{NearLimitRatio: tt.ratio})
+		o.Observe(allow("p", tt.limit, tt.remaining))
+		got := testutil.ToFloat64(o.nearLimit.WithLabelValues("p"))
+		if want := map[bool]float64{false: 0, true: 1}[tt.near]; got != want {
+			t.Errorf("ratio %v, limit %d, remaining %d: near_limit %v; want %v", tt.ratio, tt.limit, tt.remaining, got, want)
+		}
+	}
+}
+
+func TestOptionsRejected(t *testing.T) {
+	for _, r := range []float64{-0.1, 1.01, 2} {
+		if _, err := New(prometheus.NewRegistry(), Options{NearLimitRatio: r}); err == nil || !strings.Contains(err.Error(), "NearLimitRatio") {
+			t.Errorf("NearLimitRatio %v: err = %v; want an error that names it", r, err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var are prometheus.AlreadyRegisteredError
+	if _, err := New(reg, Options{}); !errors.As(err, &are) {
+		t.Fatalf("a second Observer on one registry: %v; want AlreadyRegisteredError", err)
+	}
+	if _, err := New(reg, Options{Namespace: "edge"}); err != nil {
+		t.Fatalf("a second namespace: %v", err)
+	}
+}
+
+// Past MaxPolicies names, policies count under "other": the series stay
+// bounded whatever names arrive.
+func TestPolicyCardinalityBound(t *testing.T) {
+	o, reg := newObserver(t, Options{MaxPolicies: 3})
+	for i := range 10 {
+		o.Observe(allow(fmt.Sprintf("p%d", i), 10, 9))
+	}
+	o.Observe(allow("p1", 10, 9)) // still its own
+	for _, c := range []struct {
+		policy string
+		want   float64
+	}{{"p0", 1}, {"p1", 2}, {"p2", 1}, {Other, 7}} {
+		if got := testutil.ToFloat64(o.decisions.WithLabelValues(c.policy, "allowed")); got != c.want {
+			t.Errorf("%s allowed = %v; want %v", c.policy, got, c.want)
+		}
+	}
+	n, err := testutil.GatherAndCount(reg, "sluice_decisions_total")
+	if err != nil || n != 4*len(Outcomes) {
+		t.Fatalf("%d decision series, %v; want %d (3 policies and other, 4 outcomes each)", n, err, 4*len(Outcomes))
+	}
+	for i := range 5 {
+		o.BreakerStateChanged(fmt.Sprintf("b%d", i), "open")
+	}
+	if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues(Other, "open")); got != 2 {
+		t.Fatalf("breakers past the bound: %v transitions under other; want 2", got)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	o, _ := newObserver(t, Options{})
+	lost := core.UnknownOutcome(errors.New("lost"))
+	down := &core.StoreError{Op: "update", Err: errors.New("down")}
+	for _, e := range []core.Event{
+		allow("p", 10, 9),
+		{Policy: "p", Op: "allow", Decision: core.Decision{Limit: 10}},
+		{Policy: "p", Op: "acquire", Decision: core.Decision{Limit: 10}, Duration: time.Millisecond},
+		{Policy: "p", Op: "allow", Decision: core.Decision{Allowed: true, Degraded: true, Limit: 10}, Err: down},
+		{Policy: "p", Op: "allow", Decision: core.Decision{Degraded: true, Limit: 10}, Err: lost},
+		{Policy: "p", Op: "allow", Decision: core.Decision{Allowed: true, Degraded: true}, Err: down, Shadowed: true},
+		{Policy: "p", Op: "allow", Err: lost, Duration: 2 * time.Millisecond},
+		{Policy: "p", Op: "release", Err: lost, Duration: time.Millisecond},
+		{Policy: "p", Op: "release"},
+	} {
+		o.Observe(e)
+	}
+	for name, c := range map[string]struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		"allowed":  {o.decisions.WithLabelValues("p", "allowed"), 1},
+		"denied":   {o.decisions.WithLabelValues("p", "denied"), 2},
+		"degraded": {o.decisions.WithLabelValues("p", "degraded"), 3},
+		"error":    {o.decisions.WithLabelValues("p", "error"), 1},
+		"unknown":  {o.unknown.WithLabelValues("p"), 3},
+		"shadow":   {o.shadow.WithLabelValues("p"), 1},
+		"release":  {o.releaseErrs.WithLabelValues("p"), 1},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %v; want %v", name, got, c.want)
+		}
+	}
+	// 2 timed decisions (acquire, allow) and 1 timed release; untimed
+	// events are not observed.
+	if n := testutil.CollectAndCount(o.latency); n != 3 {
+		t.Errorf("%d histogram series; want 3 (allow, acquire, release)", n)
+	}
+}
+
+func TestBreakerStates(t *testing.T) {
+	o, _ := newObserver(t, Options{})
+	for _, s := range []string{"closed", "open", "half_open", "closed", "melted"} {
+		o.BreakerStateChanged("redis", s)
+	}
+	for st, want := range map[string]float64{"closed": 0, "open": 0, "half-open": 0, Other: 1} {
+		if got := testutil.ToFloat64(o.breakerState.WithLabelValues("redis", st)); got != want {
+			t.Errorf("state %s = %v; want %v", st, got, want)
+		}
+	}
+	for st, want := range map[string]float64{"closed": 2, "open": 1, "half-open": 1, Other: 1} {
+		if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues("redis", st)); got != want {
+			t.Errorf("transitions into %s = %v; want %v", st, got, want)
+		}
+	}
+	o.SetFallbackActive("p", true)
+	o.SetFallbackActive("p", false)
+	if got := testutil.ToFloat64(o.fallback.WithLabelValues("p")); got != 0 {
+		t.Errorf("fallback after leaving = %v", got)
+	}
+}
+
+func TestStoreCollectorRejectsAStoreThatReportsNothing(t *testing.T) {
+	if _, err := NewStoreCollector("", "x", failing{}); err == nil {
+		t.Fatal("a store that reports nothing was accepted")
+	}
+}
