@@ -5,15 +5,16 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Test helpers shared by the token bucket, GCRA, leaky bucket and

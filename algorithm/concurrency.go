@@ -2,9 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // ConcurrencyMaxLimit is the largest Policy.Limit the concurrency algorithm

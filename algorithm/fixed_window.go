@@ -2,9 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // FixedWindow admits at most Policy.Limit units in each window of

@@ -3,14 +3,15 @@ package algorithm
 import (
 	"context"
 	"fmt"
-	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 )
 
 // winLuaPolicies are the policies the window algorithms' twins are compared

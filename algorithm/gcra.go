@@ -2,9 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // GCRA is the generic cell rate algorithm: the token bucket's admissions

@@ -2,9 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // LeakyBucket is the leaky bucket as a queue: it shapes traffic instead of

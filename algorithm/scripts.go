@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"embed"
+
 	"github.com/sluicehq/sluice/store"
 )
 

@@ -2,10 +2,11 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // SlidingCounter approximates a sliding window with two counters: the units

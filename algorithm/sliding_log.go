@@ -2,10 +2,11 @@ package algorithm
 
 import (
 	"encoding/binary"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // SlidingLogMaxLimit is the largest Policy.Limit the sliding log accepts: it

@@ -2,9 +2,10 @@ package algorithm
 
 import (
 	"encoding/binary"
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // TokenBucket is a bucket of B = Policy.Capacity() tokens, refilled with one

@@ -2,14 +2,15 @@ package bench
 
 import (
 	"context"
+	"strconv"
+	"testing"
+	"time"
+
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redis"
-	"strconv"
-	"testing"
-	"time"
 )
 
 // The Redis store against its peers, on one redis-server, in one run:

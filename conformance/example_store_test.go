@@ -3,13 +3,14 @@ package conformance_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"sync"
-	"testing"
-	"time"
 )
 
 // This file is the store author's guide in code (see "Writing a store" in

@@ -2,10 +2,11 @@ package conformance
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // expiryGrace is how long after its TTL (rounded down to a second) a key

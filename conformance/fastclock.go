@@ -2,10 +2,11 @@ package conformance
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // fastClockAhead is how far the fast instance of checkFastClock runs ahead:

@@ -2,11 +2,12 @@ package conformance
 
 import (
 	"context"
+	"strings"
+	"testing"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"strings"
-	"testing"
 )
 
 // unclamped hides the algorithm's core.Clamper: its steps stand still at

@@ -1,11 +1,12 @@
 package conformance
 
 import (
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
 )
 
 // These tests show that the suite can fail: each runs one check against a

@@ -2,10 +2,11 @@ package conformance
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Harness gives the suite access to the one backend under test. Run calls

@@ -1,9 +1,10 @@
 package conformance
 
 import (
+	"testing"
+
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
-	"testing"
 )
 
 // memoryHarness runs the suite against the in-process store: one store is

@@ -2,9 +2,10 @@ package conformance
 
 import (
 	"bytes"
-	"github.com/sluicehq/sluice/core"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // This file is the specification side of every comparison: the algorithm's

@@ -3,14 +3,15 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/inproc"
-	"github.com/sluicehq/sluice/store"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
 )
 
 // refStore is the reference store: a map under one mutex, with expiry by

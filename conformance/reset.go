@@ -2,10 +2,11 @@ package conformance
 
 import (
 	"errors"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // checkReset: on a store.Deleter, Reset from one instance deletes the key

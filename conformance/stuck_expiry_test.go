@@ -3,9 +3,10 @@ package conformance
 import (
 	"context"
 	"errors"
+	"testing"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/store"
-	"testing"
 )
 
 // stuckStore is refStore with the defect of a SQL store whose write of a

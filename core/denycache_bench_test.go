@@ -2,12 +2,13 @@ package core_test
 
 import (
 	"context"
+	"sync/atomic"
+	"testing"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
-	"sync/atomic"
-	"testing"
 )
 
 // remote is the memory store seen as a network store (not InProcess), which

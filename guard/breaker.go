@@ -3,10 +3,12 @@ package guard
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"github.com/sony/gobreaker/v2"
-	"time"
 )
 
 // Defaults for the fields of BreakerOptions.

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/inproc"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
-	"sync"
-	"sync/atomic"
-	"testing"
-	"time"
 )
 
 // flaky is a store over memory whose calls fail (or hang) on demand, and

@@ -2,8 +2,9 @@ package guard
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/store"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // The store a Breaker hands out is one of sixteen types: the base (Update)

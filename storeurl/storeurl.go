@@ -59,15 +59,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/memcache"
-	"github.com/sluicehq/sluice/store/memory"
-	sredis "github.com/sluicehq/sluice/store/redis"
-	svalkey "github.com/sluicehq/sluice/store/valkey"
-	valkeygo "github.com/valkey-io/valkey-go"
 	"maps"
 	"net"
 	"net/url"
@@ -75,6 +66,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	goredis "github.com/redis/go-redis/v9"
+	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memcache"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	svalkey "github.com/sluicehq/sluice/store/valkey"
 )
 
 // Schemes lists every scheme Open knows, in the order of the package doc.

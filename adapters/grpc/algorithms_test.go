@@ -2,13 +2,14 @@ package sluicegrpc_test
 
 import (
 	"context"
+	"testing"
+	"time"
+
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"google.golang.org/grpc/codes"
-	"testing"
-	"time"
 )
 
 // algPolicy is 3 per minute for every algorithm; the leaky bucket queues

@@ -3,11 +3,12 @@ package sluicegrpc
 import (
 	"context"
 	"errors"
+	"testing"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"testing"
 )
 
 // failure maps what a layer's limiter returned to the call's status: the

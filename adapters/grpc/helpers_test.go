@@ -4,6 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
 	sluicegrpc "github.com/sluicehq/sluice/adapters/grpc"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
@@ -15,12 +22,6 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"io"
-	"net"
-	"strconv"
-	"sync/atomic"
-	"testing"
-	"time"
 )
 
 // epoch is a whole minute, so that fixed windows start on it.

@@ -3,14 +3,15 @@ package nethttp
 import (
 	"context"
 	"encoding/json"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/memory"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 func memLimiter(t *testing.T, alg core.Algorithm, p core.Policy) *core.Limiter {

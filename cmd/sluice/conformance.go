@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/store"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +14,9 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/store"
 )
 
 const conformanceSynopsis = `Runs Sluice's conformance suite (package conformance: no over-admission

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/memory"
-	"github.com/sluicehq/sluice/storeurl"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // dialTimeout bounds how long a store may take to answer its first PING.

@@ -2,15 +2,16 @@ package memcache_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
-	"strconv"
-	"sync/atomic"
-	"testing"
-	"time"
 )
 
 // BenchmarkConformance is the suite's matrix against one real memcached:

@@ -3,13 +3,14 @@ package memcache_test
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
-	"testing"
-	"time"
 )
 
 // harness gives the conformance suite Stores over real memcached: one

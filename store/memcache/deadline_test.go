@@ -4,14 +4,15 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"net"
+	"testing"
+	"time"
+
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
 	"go.uber.org/goleak"
-	"net"
-	"testing"
-	"time"
 )
 
 // slack is how much later than its deadline a call may return. It is far

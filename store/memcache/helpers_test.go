@@ -3,13 +3,14 @@ package memcache_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"testing"
+	"time"
+
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
-	"testing"
-	"time"
 )
 
 // newClient returns a gomemcache client of its own over addrs, sized for the

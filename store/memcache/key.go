@@ -3,6 +3,7 @@ package memcache
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
 	"github.com/sluicehq/sluice/store"
 )
 

@@ -3,13 +3,14 @@ package memcache_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
-	"strings"
-	"testing"
-	"time"
 )
 
 // legal is memcached's rule for a key: at most 250 bytes, no space, control

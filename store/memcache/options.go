@@ -1,9 +1,10 @@
 package memcache
 
 import (
+	"time"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // DefaultRetry is the retry bound of the compare-and-swap loop when

@@ -1,8 +1,9 @@
 package memcache
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Stats counts what a Store has done since New. The counters are read one

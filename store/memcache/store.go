@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	gomemcache "github.com/bradfitz/gomemcache/memcache"
-	"github.com/sluicehq/sluice/store"
 	"net"
 	"sync/atomic"
 	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Store keeps Sluice's state in memcached through a gomemcache client: one

@@ -2,16 +2,17 @@ package memory
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/inproc"
-	"github.com/sluicehq/sluice/store"
-	"golang.org/x/time/rate"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
+	"golang.org/x/time/rate"
 )
 
 // benchPolicy admits everything a benchmark can send (a million per second,

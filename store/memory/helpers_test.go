@@ -3,10 +3,11 @@ package memory
 import (
 	"context"
 	"encoding/binary"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // counter is a fixed-window count, the smallest honest algorithm: 16 bytes

@@ -1,8 +1,9 @@
 package memory
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"hash/maphash"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // mapKey is what a key is stored under: 128 bits, each half a seeded hash of

@@ -3,13 +3,14 @@ package memory
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 func TestKeyHash(t *testing.T) {

@@ -2,12 +2,13 @@ package memory
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/inproc"
-	"github.com/sluicehq/sluice/store"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/inproc"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Store is an in-process store.Store: see the package doc. It is safe for

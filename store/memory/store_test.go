@@ -3,10 +3,11 @@ package memory
 import (
 	"bytes"
 	"context"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 func TestUpdateHandsApplyTheKeysOwnState(t *testing.T) {

@@ -2,9 +2,10 @@ package redis
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // batcher coalesces concurrent script calls for one node into pipelines.

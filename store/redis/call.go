@@ -2,10 +2,11 @@ package redis
 
 import (
 	"context"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/store"
 )
 
 // call is one script decision on its way to the server. Its arguments are

@@ -3,9 +3,10 @@ package redis
 import (
 	"context"
 	"errors"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/store"
-	"time"
 )
 
 // casScript writes ARGV[2] with a TTL of ARGV[3] ms if the key still holds

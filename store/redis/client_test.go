@@ -3,12 +3,13 @@ package redis
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"testing"
-	"time"
 )
 
 // These tests need no server: they check which client the store sends with.

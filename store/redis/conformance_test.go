@@ -2,12 +2,13 @@ package redis
 
 import (
 	"context"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
-	"testing"
-	"time"
 )
 
 // harness runs the suite on a real backend (a redis-server, the cluster,

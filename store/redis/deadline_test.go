@@ -3,15 +3,16 @@ package redis
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
-	"net"
-	"sync"
-	"testing"
-	"time"
 )
 
 // The deadline tests give each call a Limiter timeout of callTimeout and

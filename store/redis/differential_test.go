@@ -1,13 +1,14 @@
 package redis
 
 import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"math/rand/v2"
-	"testing"
-	"time"
 )
 
 // The algorithm package compares each Lua twin with its Go step by raw

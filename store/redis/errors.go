@@ -3,11 +3,12 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
-	"net"
-	"strings"
 )
 
 // errNoClient is returned by every call on a Store built with a nil client.

@@ -3,12 +3,13 @@ package redis
 import (
 	"context"
 	"errors"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
 	"weak"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // evictionCheckEvery is how often a store reads its servers' eviction

@@ -3,14 +3,15 @@ package redis
 import (
 	"context"
 	"fmt"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 )
 
 func TestMain(m *testing.M) {

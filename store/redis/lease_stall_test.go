@@ -3,14 +3,15 @@ package redis
 import (
 	"context"
 	"errors"
+	"sync"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
-	"sync"
-	"testing"
-	"time"
 )
 
 // TestAcquireStallFreesSlots: the server stalls 300 ms (DEBUG SLEEP 0.3)

@@ -3,14 +3,15 @@ package redis
 import (
 	"context"
 	"errors"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/store"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store"
 )
 
 // countScript counts its own executions in its key.

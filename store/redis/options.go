@@ -1,8 +1,9 @@
 package redis
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Defaults for Options.

@@ -3,15 +3,16 @@ package redis
 import (
 	"context"
 	"fmt"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // clusterNode is one master of a private test cluster, reached directly.

@@ -3,14 +3,15 @@ package redis
 import (
 	"context"
 	"errors"
+	"sync"
+	"testing"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
-	"sync"
-	"testing"
-	"time"
 )
 
 // TestRunScriptInjectedClock runs GCRA's twin with an injected now and

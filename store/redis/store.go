@@ -2,9 +2,10 @@ package redis
 
 import (
 	"context"
+	"sync"
+
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/store"
-	"sync"
 )
 
 var (

@@ -1,10 +1,11 @@
 package valkey
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // maxCachedPolicies bounds argCache. A process has a handful of policies;

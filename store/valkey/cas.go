@@ -3,10 +3,11 @@ package valkey
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/store"
-	valkeygo "github.com/valkey-io/valkey-go"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // casScript is the store's compare-and-set: write ARGV[2] with a TTL of

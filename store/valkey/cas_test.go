@@ -3,15 +3,16 @@ package valkey_test
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/valkey"
-	valkeygo "github.com/valkey-io/valkey-go"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // incr is a test Mutation: the state is a decimal counter, and each Update

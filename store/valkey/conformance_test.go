@@ -2,12 +2,13 @@ package valkey_test
 
 import (
 	"context"
+	"testing"
+
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
-	"testing"
 )
 
 // harness runs the suite on the real redis-server, the real cluster, or the

@@ -3,15 +3,16 @@ package valkey_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
-	"sync"
-	"sync/atomic"
-	"testing"
-	"time"
 )
 
 // countScript is a test script that counts its own runs in KEYS[1], so a

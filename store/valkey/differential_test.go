@@ -2,13 +2,14 @@ package valkey_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
-	"math/rand/v2"
-	"testing"
-	"time"
 )
 
 // allAlgorithms are the seven algorithms of package algorithm, each with a

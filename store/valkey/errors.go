@@ -2,10 +2,11 @@ package valkey
 
 import (
 	"errors"
-	"github.com/sluicehq/sluice/store"
-	valkeygo "github.com/valkey-io/valkey-go"
 	"net"
 	"strings"
+
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // storeError wraps err, from a command sent for op, as a *store.Error

@@ -1,12 +1,13 @@
 package valkey
 
 import (
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 func TestPxMillis(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/sluicehq/sluice/store"
 	valkeygo "github.com/valkey-io/valkey-go"
 )

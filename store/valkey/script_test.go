@@ -3,12 +3,13 @@ package valkey_test
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/valkey"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/valkey"
 )
 
 // recordScript is a test script: it stores its ten arguments in the hash

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/store"
-	valkeygo "github.com/valkey-io/valkey-go"
 	"reflect"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // DefaultClockSkew is Options.ClockSkew when it is zero.

@@ -3,11 +3,6 @@ package adaptertest
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/adapters/nethttp"
-	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/memory"
 	"io"
 	"log"
 	"net/http"
@@ -15,6 +10,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/adapters/nethttp"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // UserHeader carries the user a test request is authenticated as. The
