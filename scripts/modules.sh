@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MODULES=(. adapters/gin adapters/echo adapters/echov4 adapters/grpc adapters/internal/e2e bench observe/otel observe/prometheus cmd/sluice)
+MODULES=(. adapters/gin adapters/echo adapters/echov4 adapters/grpc adapters/internal/e2e bench faults observe/otel observe/prometheus cmd/sluice)
 
 for m in "${MODULES[@]}"; do
 	if [ "$m" = . ] || grep -q '^replace github.com/sluicehq/sluice ' "$m/go.mod"; then
