@@ -194,7 +194,7 @@ func New(cfg Config) (*Limiter, error) {
 			l.script, l.runner = s.Script(), r
 		}
 	}
-	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil)
+	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil || (l.local && cfg.Clock == nil))
 	if b, ok := cfg.Store.(binder); ok && l.local && l.runner == nil && l.leaser == nil {
 		l.taker = b.Bind(l.ns)
 	}

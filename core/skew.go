@@ -25,11 +25,17 @@ func WithClockSkew(alg Algorithm, skew time.Duration) Algorithm {
 }
 
 // clampFor is what a Limiter steps with on store s: alg clamped for the
-// store's declared skew, unless a script decides (on the server's clock) or
-// the store declares none.
-func clampFor(s store.Store, alg Algorithm, leaser Leaser, script bool) (Algorithm, Leaser) {
+// store's declared skew, unless one clock decides every step (oneClock: a
+// script, on the server's clock; or an in-process store under a Limiter
+// with no Clock of its own, whose reading of the wall clock is anchored to
+// the process's monotonic clock and so never runs ahead of itself, and
+// whose states in that store every other such Limiter writes on the same
+// line) or the store declares none. A Limiter over an in-process store with
+// a Clock of its own still clamps, as it may share the store with another
+// whose Clock runs ahead; the clamp costs a fifth of an in-memory decision.
+func clampFor(s store.Store, alg Algorithm, leaser Leaser, oneClock bool) (Algorithm, Leaser) {
 	sk, ok := s.(store.ClockSkewer)
-	if script || !ok {
+	if oneClock || !ok {
 		return alg, leaser
 	}
 	step := WithClockSkew(alg, max(sk.ClockSkew(), 0))
