@@ -1,0 +1,405 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	golimiter "github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+	ulule "github.com/ulule/limiter/v3"
+	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	valkeygo "github.com/valkey-io/valkey-go"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+	svalkey "github.com/sluicehq/sluice/store/valkey"
+)
+
+// BenchmarkMatrix is the side-by-side table of the README: Sluice and the
+// peers a user would pick instead, each deciding GCRA (or its own nearest
+// algorithm) for the same limit, in one run:
+//
+//	BenchmarkMatrix/<backend>/<allow|deny>/<1key|100kkeys>/<contender>/<serial|parallel4|16|64|256>
+//
+// allow is a limit so high that nearly every decision admits and writes;
+// deny is one unit an hour, every key drained before the clock starts, so
+// every decision is a refusal. 100kkeys cycles through 100,000 identities
+// (each goroutine from a random offset), so that a decision is rarely a
+// cache hit in the store. Each contender has clients of its own.
+//
+// In process: sluice (core.Limiter over store/memory), x/time/rate (one
+// limiter, or a map of them under a mutex for many keys), sethvargo/go-limiter
+// (memorystore), ulule/limiter (memory store), throttled (GCRA on memstore).
+// On redis-server (SLUICE_REDIS_ADDR): sluice over store/redis and over
+// store/valkey, go-redis/redis_rate, ulule/limiter's Redis store, and the
+// floor of a lean GCRA script (GET, TIME, arithmetic, SET PX) sent by raw
+// go-redis and by raw valkey-go EVALSHA.
+func BenchmarkMatrix(b *testing.B) {
+	backends := []struct {
+		name       string
+		contenders []contender
+		addr       func(testing.TB) string
+	}{
+		{"memory", memoryContenders, func(testing.TB) string { return "" }},
+		{"redis", redisContenders, serverAddr},
+	}
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			addr := be.addr(b)
+			for _, deny := range []bool{false, true} {
+				b.Run(map[bool]string{false: "allow", true: "deny"}[deny], func(b *testing.B) {
+					for _, keys := range []int{1, 100_000} {
+						b.Run(keysName(keys), func(b *testing.B) {
+							for _, c := range be.contenders {
+								b.Run(c.name, func(b *testing.B) {
+									m := matrixMode{deny: deny, keys: keys, addr: addr}
+									step := c.setup(b, m)
+									ids := identities(b, keys)
+									if deny {
+										drain(b, step, ids)
+									}
+									b.Run("serial", func(b *testing.B) { matrixSerial(b, step, ids) })
+									for _, g := range []int{4, 16, 64, 256} {
+										b.Run("parallel"+strconv.Itoa(g), func(b *testing.B) { matrixParallel(b, step, ids, g, deny) })
+									}
+								})
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+func keysName(n int) string {
+	if n == 1 {
+		return "1key"
+	}
+	return strconv.Itoa(n/1000) + "kkeys"
+}
+
+// matrixMode is one row of the matrix.
+type matrixMode struct {
+	deny bool
+	keys int
+	addr string
+}
+
+// limit is the mode's quota per hour: a billion to admit, one to refuse.
+func (m matrixMode) limit() int64 {
+	if m.deny {
+		return 1
+	}
+	return 1_000_000_000
+}
+
+// decide is one decision for key: admitted or not.
+type decide func(ctx context.Context, key string) (bool, error)
+
+type contender struct {
+	name  string
+	setup func(tb testing.TB, m matrixMode) decide
+}
+
+// identities are the keys a run cycles through, with a prefix of their own
+// so that runs never share state on a live server.
+func identities(tb testing.TB, n int) []string {
+	tb.Helper()
+	prefix := freshIdentity(tb)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = prefix + "-" + strconv.Itoa(i)
+	}
+	return ids
+}
+
+// drain spends every key's quota before the clock starts.
+func drain(tb testing.TB, step decide, ids []string) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, id := range ids {
+		if _, err := step(ctx, id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func matrixSerial(b *testing.B, step decide, ids []string) {
+	ctx := context.Background()
+	i := rand.IntN(len(ids))
+	var errs int
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := step(ctx, ids[i]); err != nil {
+			errs++
+		}
+		if i++; i == len(ids) {
+			i = 0
+		}
+	}
+	reportRate(b)
+	reportErrors(b, int64(errs))
+}
+
+// reportErrors reports the share of decisions that failed. A peer may give
+// up on a contended key (throttled's memstore does after 10 CAS attempts):
+// that is its figure, not a broken run. Sluice's contenders must not fail.
+func reportErrors(b *testing.B, errs int64) {
+	if b.N > 0 {
+		b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
+	}
+	if errs > 0 && strings.HasPrefix(path.Base(path.Dir(b.Name())), "sluice") {
+		b.Errorf("%d of %d decisions failed", errs, b.N)
+	}
+}
+
+func matrixParallel(b *testing.B, step decide, ids []string, goroutines int, deny bool) {
+	ctx := context.Background()
+	b.SetParallelism(max(1, goroutines/2)) // GOMAXPROCS is 2 on the project's machine
+	b.ReportAllocs()
+	b.ResetTimer()
+	var errs atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := rand.IntN(len(ids))
+		for pb.Next() {
+			ok, err := step(ctx, ids[i])
+			if err != nil {
+				errs.Add(1)
+				continue
+			}
+			if ok && deny && len(ids) == 1 {
+				b.Error("a drained key was admitted")
+				return
+			}
+			if i++; i == len(ids) {
+				i = 0
+			}
+		}
+	})
+	reportRate(b)
+	reportErrors(b, errs.Load())
+}
+
+var memoryContenders = []contender{
+	{"sluice", func(tb testing.TB, m matrixMode) decide {
+		s := memory.New(nil)
+		tb.Cleanup(func() { s.Close() })
+		l, err := core.New(core.Config{Policy: core.Policy{Name: "m", Limit: m.limit(), Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: s})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func(ctx context.Context, key string) (bool, error) {
+			d, err := l.Allow(ctx, key)
+			return d.Allowed, err
+		}
+	}},
+	{"x-time-rate", func(tb testing.TB, m matrixMode) decide {
+		every := rate.Every(time.Hour / time.Duration(m.limit()))
+		if m.keys == 1 {
+			l := rate.NewLimiter(every, int(m.limit()))
+			return func(context.Context, string) (bool, error) { return l.Allow(), nil }
+		}
+		var mu sync.Mutex
+		ls := make(map[string]*rate.Limiter, m.keys)
+		return func(_ context.Context, key string) (bool, error) {
+			mu.Lock()
+			l := ls[key]
+			if l == nil {
+				l = rate.NewLimiter(every, int(m.limit()))
+				ls[key] = l
+			}
+			mu.Unlock()
+			return l.Allow(), nil
+		}
+	}},
+	{"sethvargo", func(tb testing.TB, m matrixMode) decide {
+		s, err := memorystore.New(&memorystore.Config{Tokens: uint64(m.limit()), Interval: time.Hour})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close(context.Background()) })
+		return sethvargoDecide(s)
+	}},
+	{"ulule", func(tb testing.TB, m matrixMode) decide {
+		l := ulule.New(ulmemory.NewStore(), ulule.Rate{Period: time.Hour, Limit: m.limit()})
+		return func(ctx context.Context, key string) (bool, error) {
+			c, err := l.Get(ctx, key)
+			return !c.Reached, err
+		}
+	}},
+	{"throttled", func(tb testing.TB, m matrixMode) decide {
+		st, err := memstore.NewCtx(max(m.keys*2, 1024))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return throttledDecide(tb, st, m)
+	}},
+}
+
+func sethvargoDecide(s golimiter.Store) decide {
+	return func(ctx context.Context, key string) (bool, error) {
+		_, _, _, ok, err := s.Take(ctx, key)
+		return ok, err
+	}
+}
+
+func throttledDecide(tb testing.TB, st throttled.GCRAStoreCtx, m matrixMode) decide {
+	per := time.Hour / time.Duration(m.limit())
+	burst := int(m.limit()) - 1
+	if m.deny {
+		burst = 0
+	}
+	l, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(1, per), MaxBurst: burst})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		limited, _, err := l.RateLimitCtx(ctx, key, 1)
+		return !limited, err
+	}
+}
+
+// leanGCRA is the floor a Redis GCRA can cost: read the TAT, read the
+// server's clock, compare, write with a TTL. ARGV: interval µs, burst.
+const leanGCRA = `local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new = tat + interval
+if new - tonumber(ARGV[2]) * interval > now then return 0 end
+redis.call('SET', KEYS[1], new, 'PX', math.ceil((new - now) / 1000))
+return 1`
+
+func leanArgs(m matrixMode) (interval int64, burst int64) {
+	return int64(time.Hour/time.Microsecond) / m.limit(), m.limit()
+}
+
+func matrixRedisClient(tb testing.TB, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func matrixValkeyClient(tb testing.TB, addr string) valkeygo.Client {
+	c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func sluiceDecide(tb testing.TB, s store.Store, m matrixMode) decide {
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "m", Limit: m.limit(), Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: s, Timeout: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		d, err := l.Allow(ctx, key)
+		return d.Allowed, err
+	}
+}
+
+var redisContenders = []contender{
+	{"sluice", func(tb testing.TB, m matrixMode) decide {
+		s := sredis.New(matrixRedisClient(tb, m.addr), nil)
+		tb.Cleanup(func() { s.Close() })
+		return sluiceDecide(tb, s, m)
+	}},
+	{"sluice-valkey", func(tb testing.TB, m matrixMode) decide {
+		s := svalkey.New(matrixValkeyClient(tb, m.addr), nil)
+		tb.Cleanup(func() { s.Close() })
+		return sluiceDecide(tb, s, m)
+	}},
+	{"redis_rate", func(tb testing.TB, m matrixMode) decide {
+		l := redis_rate.NewLimiter(matrixRedisClient(tb, m.addr))
+		lim := redis_rate.Limit{Rate: int(m.limit()), Burst: int(m.limit()), Period: time.Hour}
+		return func(ctx context.Context, key string) (bool, error) {
+			r, err := l.Allow(ctx, key, lim)
+			if err != nil {
+				return false, err
+			}
+			return r.Allowed > 0, nil
+		}
+	}},
+	{"ulule", func(tb testing.TB, m matrixMode) decide {
+		st, err := ulredis.NewStore(matrixRedisClient(tb, m.addr))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		l := ulule.New(st, ulule.Rate{Period: time.Hour, Limit: m.limit()})
+		return func(ctx context.Context, key string) (bool, error) {
+			c, err := l.Get(ctx, key)
+			return !c.Reached, err
+		}
+	}},
+	{"lean-go-redis", func(tb testing.TB, m matrixMode) decide {
+		c := matrixRedisClient(tb, m.addr)
+		sha, err := c.ScriptLoad(context.Background(), leanGCRA).Result()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		iv, burst := leanArgs(m)
+		return func(ctx context.Context, key string) (bool, error) {
+			n, err := c.EvalSha(ctx, sha, []string{key}, iv, burst).Int64()
+			return n == 1, err
+		}
+	}},
+	{"lean-valkey-go", func(tb testing.TB, m matrixMode) decide {
+		c := matrixValkeyClient(tb, m.addr)
+		sc := valkeygo.NewLuaScript(leanGCRA)
+		iv, burst := leanArgs(m)
+		args := []string{strconv.FormatInt(iv, 10), strconv.FormatInt(burst, 10)}
+		return func(ctx context.Context, key string) (bool, error) {
+			n, err := sc.Exec(ctx, c, []string{key}, args).AsInt64()
+			return n == 1, err
+		}
+	}},
+}
+
+// TestMatrixBodies decides once through every contender of the matrix, so
+// that make test proves each one connects and admits a fresh key and
+// refuses a drained one.
+func TestMatrixBodies(t *testing.T) {
+	for _, be := range []struct {
+		name string
+		cs   []contender
+		addr string
+	}{{"memory", memoryContenders, ""}, {"redis", redisContenders, serverAddr(t)}} {
+		for _, c := range be.cs {
+			for _, deny := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/deny=%v", be.name, c.name, deny), func(t *testing.T) {
+					step := c.setup(t, matrixMode{deny: deny, keys: 1, addr: be.addr})
+					key := freshIdentity(t)
+					ok, err := step(context.Background(), key)
+					if err != nil || !ok {
+						t.Fatalf("first decision on a fresh key: %v, %v; want admitted", ok, err)
+					}
+					ok, err = step(context.Background(), key)
+					if err != nil || ok == deny {
+						t.Fatalf("second decision (deny=%v): admitted %v, %v", deny, ok, err)
+					}
+				})
+			}
+		}
+	}
+}
