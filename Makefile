@@ -24,6 +24,7 @@ test: deps
 # Runs inside scripts/servers.sh, with the servers' addresses in the environment.
 .PHONY: test-in-env
 test-in-env:
+	scripts/promtool.sh
 	scripts/modules.sh $(GO) vet ./...
 	scripts/modules.sh $(GO) test -race -count=1 -timeout 15m ./...
 
