@@ -101,7 +101,10 @@
 //   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short
-//     TTL is gone within a few seconds of it.
+//     TTL is gone within a few seconds of it; then a decision on the expired
+//     key meets a fresh quota, and its admission writes the key again (a
+//     store whose insert fails while an expired row is in the way fails
+//     here).
 //
 // # Limits
 //

@@ -527,7 +527,9 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	p := &params{q: q}
 	timeout := p.duration("timeout")
 	idle := p.int("max_idle_conns", 1)
-	so := &memcache.Options{ClockSkew: p.duration("clock_skew"), NoLocalQueue: p.bool("no_local_queue")}
+	// Servers lets the store read each server's clock for TTLs past 30
+	// days (memcached reads those as absolute times on its own clock).
+	so := &memcache.Options{ClockSkew: p.duration("clock_skew"), NoLocalQueue: p.bool("no_local_queue"), Servers: addrs}
 	so.Retry.MaxAttempts = p.int("max_attempts", 1)
 	if err := p.done(); err != nil {
 		return nil, err

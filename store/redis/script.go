@@ -20,9 +20,12 @@ const maxResends = 4
 // A command is sent again only after a reply proving it did not run
 // (NOSCRIPT, and on a cluster MOVED and ASK). Every error matches
 // core.ErrUnavailable; one after which the script may have run (a timeout
-// or a broken connection once the command was sent, an error raised inside
-// the script) also matches core.ErrOutcomeUnknown. RunScript returns by
-// ctx's deadline.
+// or a broken connection once the command was sent, an error a script
+// raised after a write) also matches core.ErrOutcomeUnknown. A command
+// known not to have run does not: never sent (a dial, a pool wait), or
+// refused before the script's first write (OOM, READONLY, MISCONF,
+// NOREPLICAS; see the package doc's Errors). RunScript returns by ctx's
+// deadline.
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if s.client == nil {
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoClient}
