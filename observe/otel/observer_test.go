@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -104,7 +105,7 @@ func requests(policy, result string) attribute.Set {
 
 type failing struct{ err error }
 
-func (f failing) Update(ctx context.Context, key core.Key, m core.Mutation) error { return f.err }
+func (f failing) Update(ctx context.Context, key store.Key, m store.Mutation) error { return f.err }
 
 // Real limiters over a memory store and a store that loses replies, read
 // back through the SDK's in-memory reader.
@@ -136,7 +137,7 @@ func TestScriptedRun(t *testing.T) {
 	for range 5 {
 		dark.Allow(ctx, "bob")
 	}
-	lost := core.UnknownOutcome(errors.New("reply lost"))
+	lost := store.UnknownOutcome(errors.New("reply lost"))
 	open := mk(core.Config{Policy: minute("open", 10), Store: failing{lost}, Failure: core.FailOpen})
 	for range 3 {
 		open.Allow(ctx, "carol")
@@ -174,7 +175,7 @@ func TestInstrumentsAndUnits(t *testing.T) {
 	o, r := newObserver(t, Options{})
 	o.Observe(core.Event{Policy: "p", Op: "allow", Decision: core.Decision{Allowed: true, Limit: 10, Remaining: 5, Delay: 250 * time.Millisecond}, Duration: 3 * time.Millisecond})
 	o.Observe(core.Event{Policy: "p", Op: "acquire", Decision: core.Decision{Allowed: true, Limit: 10, Remaining: 5, Delay: 750 * time.Millisecond}, Duration: time.Millisecond})
-	o.Observe(core.Event{Policy: "p", Op: "release", Err: core.UnknownOutcome(errors.New("x")), Duration: 2 * time.Millisecond})
+	o.Observe(core.Event{Policy: "p", Op: "release", Err: store.UnknownOutcome(errors.New("x")), Duration: 2 * time.Millisecond})
 	o.DenyCacheHit("p")
 	o.SetFallbackActive("p", true)
 	o.BreakerStateChanged("redis", "open")

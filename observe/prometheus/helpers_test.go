@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -19,9 +20,9 @@ import (
 // with err.
 type failing struct{ err error }
 
-func (f failing) Update(ctx context.Context, key core.Key, m core.Mutation) error { return f.err }
+func (f failing) Update(ctx context.Context, key store.Key, m store.Mutation) error { return f.err }
 
-var errLost = core.UnknownOutcome(errors.New("reply lost"))
+var errLost = store.UnknownOutcome(errors.New("reply lost"))
 
 // newObserver returns an Observer on a registry of its own.
 func newObserver(t testing.TB, opts Options) (*Observer, *prometheus.Registry) {

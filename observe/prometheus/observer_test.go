@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 func allow(policy string, limit, remaining int64) core.Event {
@@ -94,8 +95,8 @@ func TestPolicyCardinalityBound(t *testing.T) {
 
 func TestOutcomes(t *testing.T) {
 	o, _ := newObserver(t, Options{})
-	lost := core.UnknownOutcome(errors.New("lost"))
-	down := &core.StoreError{Op: "update", Err: errors.New("down")}
+	lost := store.UnknownOutcome(errors.New("lost"))
+	down := &store.Error{Op: "update", Err: errors.New("down")}
 	for _, e := range []core.Event{
 		allow("p", 10, 9),
 		{Policy: "p", Op: "allow", Decision: core.Decision{Limit: 10}},
