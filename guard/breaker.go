@@ -209,14 +209,3 @@ func outcome(ctx context.Context, err error) error {
 	}
 	return errFailure
 }
-
-// call runs f if the breaker lets it through.
-func (b *Breaker) call(ctx context.Context, f func() error) error {
-	done, err := b.cb.Allow()
-	if err != nil {
-		return errRefused
-	}
-	err = f()
-	done(outcome(ctx, err))
-	return err
-}

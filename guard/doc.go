@@ -25,6 +25,21 @@
 // BreakerOptions.OnStateChange, called on every change. The Limiter's
 // Observer also hears each refused call: its Event.Err matches ErrOpen.
 //
+// # A fallback sized to the fleet
+//
+// FailFallback asks a local limiter when the store cannot decide. A local
+// limiter with the global policy would let a fleet of N instances admit N
+// times the limit; FleetFallback divides the policy by the fleet's size,
+// which a Fleet knows: configured (FleetOptions.Size), or counted from the
+// heartbeats each instance writes to the store (one key, every Interval:
+// 1 s by default; an instance is counted until 3 Intervals after its last
+// heartbeat; at most 1024 instances). During an outage the last count
+// holds. The bound is on FleetFallback.
+//
+//	fleet, _ := guard.NewFleet(&guard.FleetOptions{Store: store})
+//	fb, _ := guard.FleetFallback(core.Config{Policy: p, Algorithm: alg, Store: memory.New(nil)}, fleet)
+//	lim, _ := core.New(core.Config{Policy: p, Algorithm: alg, Store: br.Store(), Failure: core.FailFallback, Fallback: fb})
+//
 // One breaker guards one store, every key of it: on a Redis Cluster that
 // lost one master of three, a third of the calls fail, which opens the
 // breaker only when the failures come 5 in a row or reach the ratio.

@@ -1,0 +1,294 @@
+package guard
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Defaults for the fields of FleetOptions.
+const (
+	// DefaultFleetName names the heartbeat key when FleetOptions.Name is
+	// empty.
+	DefaultFleetName = "fleet"
+	// DefaultHeartbeat is the interval between an instance's heartbeats.
+	DefaultHeartbeat = time.Second
+	// DefaultMaxInstances bounds the instances one heartbeat key counts
+	// (16 bytes each).
+	DefaultMaxInstances = 1024
+)
+
+// FleetOptions configures a Fleet.
+type FleetOptions struct {
+	// Size is the fleet's size when no heartbeat has been read: fixed
+	// when Store is nil, the first guess otherwise. Zero means 1.
+	Size int
+	// Store, when set, receives each instance's heartbeats (one key,
+	// updated atomically), and the fleet is counted from them while the
+	// store answers. During an outage the last count is kept.
+	Store core.Store
+	// Prefix and Name name the heartbeat key: instances with the same
+	// Prefix and Name count one another. Defaults core.DefaultPrefix and
+	// DefaultFleetName; the same rules as Config.Prefix and Policy.Name.
+	Prefix, Name string
+	// Interval is the time between heartbeats. Zero means DefaultHeartbeat
+	// (1 s). Each heartbeat is jittered by up to a tenth of it.
+	Interval time.Duration
+	// Expiry is how long an instance is counted after its last heartbeat.
+	// Zero means 3 × Interval.
+	Expiry time.Duration
+	// MaxInstances bounds the instances counted (the most recent writers
+	// are kept). Zero means DefaultMaxInstances (1024).
+	MaxInstances int
+	// Timeout bounds each heartbeat. Zero means core.DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Fleet knows how many instances share a limit: configured, or counted
+// from the heartbeats they write to the store. It is safe for concurrent
+// use. Close stops its heartbeats.
+type Fleet struct {
+	size     atomic.Int64
+	id       uint64
+	o        FleetOptions
+	key      core.Key
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// NewFleet returns a Fleet. With a Store, it writes its first heartbeat
+// before it returns (within Timeout; a failure keeps the Size guess) and
+// then one every Interval, in a goroutine that Close stops.
+func NewFleet(opts *FleetOptions) (*Fleet, error) {
+	var o FleetOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Size < 0 {
+		return nil, fmt.Errorf("sluice: FleetOptions.Size must not be negative, got %d", o.Size)
+	}
+	o.Size = max(o.Size, 1)
+	if o.Prefix == "" {
+		o.Prefix = core.DefaultPrefix
+	}
+	if o.Name == "" {
+		o.Name = DefaultFleetName
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultHeartbeat
+	}
+	if o.Expiry <= 0 {
+		o.Expiry = 3 * o.Interval
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = DefaultMaxInstances
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = core.DefaultTimeout
+	}
+	// The heartbeat key is named as a policy's keys are: check it the same
+	// way.
+	if _, err := core.New(core.Config{Policy: core.PerSecond(o.Name, 1), Algorithm: nopAlgorithm{}, Store: nopStore{}, Prefix: o.Prefix}); err != nil {
+		return nil, err
+	}
+	f := &Fleet{id: rand.Uint64() | 1, o: o, key: core.Key{Namespace: core.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
+	f.size.Store(int64(o.Size))
+	if o.Store == nil {
+		return f, nil
+	}
+	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	_ = f.Beat(context.Background())
+	go f.run()
+	return f, nil
+}
+
+// Size is the number of instances counted at the last heartbeat that
+// reached the store (or the configured Size). It is at least 1.
+func (f *Fleet) Size() int { return int(f.size.Load()) }
+
+// Close stops the heartbeats. The instance stops being counted by the
+// others after Expiry.
+func (f *Fleet) Close() error {
+	if f.stop != nil {
+		f.stopOnce.Do(func() { close(f.stop) })
+		<-f.done
+	}
+	return nil
+}
+
+func (f *Fleet) run() {
+	defer close(f.done)
+	for {
+		wait := f.o.Interval - f.o.Interval/10 + rand.N(f.o.Interval/10+1)
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(wait):
+		}
+		_ = f.Beat(context.Background())
+	}
+}
+
+// Beat writes one heartbeat now and updates Size from the count it read.
+// A failure leaves Size as it was.
+func (f *Fleet) Beat(ctx context.Context) error {
+	if f.o.Store == nil {
+		return errors.New("sluice: the fleet has no Store to beat to")
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
+	defer cancel()
+	b := &beat{id: f.id, now: time.Now().UnixMicro(), expiry: int64(f.o.Expiry / time.Microsecond), max: f.o.MaxInstances, ttl: f.o.Expiry}
+	if err := f.o.Store.Update(ctx, f.key, b); err != nil {
+		return err
+	}
+	f.size.Store(int64(max(b.count, 1)))
+	return nil
+}
+
+// beat is one heartbeat's update of the heartbeat key. The state is a list
+// of 16-byte entries, (instance id, last heartbeat in µs), most recent
+// writer first.
+type beat struct {
+	id          uint64
+	now, expiry int64
+	max         int
+	ttl         time.Duration
+	count       int
+}
+
+func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
+	next := make([]byte, 16, min(len(state)+16, 16*b.max))
+	binary.BigEndian.PutUint64(next, b.id)
+	binary.BigEndian.PutUint64(next[8:], uint64(b.now))
+	b.count = 1
+	for i := 0; i+16 <= len(state) && b.count < b.max; i += 16 {
+		id, seen := binary.BigEndian.Uint64(state[i:]), int64(binary.BigEndian.Uint64(state[i+8:]))
+		if id == b.id || b.now-seen >= b.expiry || seen > b.now+b.expiry {
+			continue
+		}
+		next = append(next, state[i:i+16]...)
+		b.count++
+	}
+	return next, b.ttl
+}
+
+// FleetFallback returns a limiter for Config.Fallback that enforces cfg's
+// policy divided by the fleet's size: each instance admits Limit/N (and
+// Burst/N), rounded up, per Window on its own, with cfg.Store holding the
+// local state (a memory store; the caller closes it). N is read at every
+// decision, so a fleet that grows or shrinks while the store is healthy
+// changes the share at once; during an outage the last count holds.
+//
+// The bound during an outage: each instance admits at most ⌈Limit/N⌉ per
+// Window for an identity, so the fleet admits at most N_actual × ⌈Limit/N⌉
+// ≈ Limit × N_actual/N: the limit itself while the count is right, more by
+// the instances that joined unheard (a new instance whose heartbeat never
+// reached the store counts itself alone). An identity whose traffic is
+// skewed gets less than its limit: one that reaches k of N instances is
+// admitted at most k/N of it (all its traffic on one instance: Limit/N).
+//
+// Rate algorithms only: a concurrency fallback would need leases counted
+// across the fleet.
+func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
+	if fleet == nil {
+		return nil, errors.New("sluice: FleetFallback needs a Fleet")
+	}
+	if cfg.Algorithm == nil {
+		return nil, errors.New("sluice: Config.Algorithm is nil")
+	}
+	if _, ok := cfg.Algorithm.(core.Leaser); ok {
+		return nil, fmt.Errorf("%w: FleetFallback is for rate algorithms, not %s", core.ErrUnsupported, cfg.Algorithm.Name())
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	s := &scaled{alg: cfg.Algorithm, fleet: fleet}
+	if c, ok := cfg.Algorithm.(core.Clamper); ok {
+		cfg.Algorithm = &scaledClamper{scaled: s, c: c}
+	} else {
+		cfg.Algorithm = s
+	}
+	return core.New(cfg)
+}
+
+// scaled steps alg with the policy's share for the fleet's current size.
+type scaled struct {
+	alg   core.Algorithm
+	fleet *Fleet
+	share atomic.Pointer[share]
+}
+
+type share struct {
+	n int
+	p core.Policy
+}
+
+func (s *scaled) Name() string               { return s.alg.Name() }
+func (s *scaled) Quota(p *core.Policy) int64 { return s.alg.Quota(p) }
+
+// CheckPolicy checks the policy as alg would.
+func (s *scaled) CheckPolicy(p *core.Policy) error {
+	if c, ok := s.alg.(core.PolicyChecker); ok {
+		return c.CheckPolicy(p)
+	}
+	return nil
+}
+
+func (s *scaled) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Duration, core.Decision) {
+	q := s.policy(p)
+	if quota := s.alg.Quota(q); n > quota {
+		// More than the share can ever admit: refused, and alg is never
+		// stepped with a cost above its quota.
+		return nil, 0, core.Decision{Limit: quota, RetryAfter: q.Window}
+	}
+	return s.alg.Step(state, now, n, q)
+}
+
+// policy returns p's share of a fleet of the current size, built once per
+// size.
+func (s *scaled) policy(p *core.Policy) *core.Policy {
+	size := s.fleet.Size()
+	if sh := s.share.Load(); sh != nil && sh.n == size && sh.p.Name == p.Name {
+		return &sh.p
+	}
+	q := *p
+	q.Limit = ceilDiv(q.Limit, int64(size))
+	if q.Burst > 0 {
+		q.Burst = ceilDiv(q.Burst, int64(size))
+	}
+	sh := &share{n: size, p: q}
+	s.share.Store(sh)
+	return &sh.p
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+type scaledClamper struct {
+	*scaled
+	c core.Clamper
+}
+
+func (s *scaledClamper) Clamp(state []byte, now, skew int64, p *core.Policy) ([]byte, time.Duration, bool) {
+	return s.c.Clamp(state, now, skew, s.policy(p))
+}
+
+// nopAlgorithm and nopStore only let NewFleet check a key name as New does.
+type nopAlgorithm struct{}
+
+func (nopAlgorithm) Name() string               { return "nop" }
+func (nopAlgorithm) Quota(p *core.Policy) int64 { return p.Limit }
+func (nopAlgorithm) Step([]byte, int64, int64, *core.Policy) ([]byte, time.Duration, core.Decision) {
+	return nil, 0, core.Decision{}
+}
+
+type nopStore struct{}
+
+func (nopStore) Update(context.Context, core.Key, core.Mutation) error { return nil }

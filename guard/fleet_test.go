@@ -1,0 +1,155 @@
+package guard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+func newFleet(t *testing.T, o *guard.FleetOptions) *guard.Fleet {
+	t.Helper()
+	f, err := guard.NewFleet(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func waitSize(t *testing.T, f *guard.Fleet, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Size() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("fleet size %d, want %d", f.Size(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFleetCountsHeartbeatsAndKeepsTheCountDuringAnOutage(t *testing.T) {
+	s := newFlaky()
+	t.Cleanup(func() { _ = s.mem.Close() })
+	o := &guard.FleetOptions{Store: s, Interval: 20 * time.Millisecond}
+	a, b, c := newFleet(t, o), newFleet(t, o), newFleet(t, o)
+	waitSize(t, a, 3)
+	waitSize(t, b, 3)
+	waitSize(t, c, 3)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitSize(t, a, 2) // c's heartbeat expires after 3 intervals
+	s.set(errDown)
+	time.Sleep(200 * time.Millisecond)
+	if a.Size() != 2 || b.Size() != 2 {
+		t.Fatalf("during the outage: sizes %d, %d; want the last count, 2", a.Size(), b.Size())
+	}
+}
+
+func TestFleetOfFixedSize(t *testing.T) {
+	f := newFleet(t, &guard.FleetOptions{Size: 4})
+	if f.Size() != 4 {
+		t.Fatalf("size %d, want 4", f.Size())
+	}
+	if _, err := guard.NewFleet(&guard.FleetOptions{Size: -1}); err == nil {
+		t.Fatal("a negative Size was accepted")
+	}
+	if _, err := guard.NewFleet(&guard.FleetOptions{Name: "no spaces"}); err == nil {
+		t.Fatal("a bad Name was accepted")
+	}
+}
+
+func TestFleetMaxInstances(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	var fs []*guard.Fleet
+	for range 5 {
+		fs = append(fs, newFleet(t, &guard.FleetOptions{Store: mem, MaxInstances: 3, Interval: time.Hour}))
+	}
+	for _, f := range fs {
+		if err := f.Beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fs[4].Size(); got != 3 {
+		t.Fatalf("size %d with MaxInstances 3 and 5 instances, want 3", got)
+	}
+}
+
+func TestFleetFallbackEnforcesTheShare(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	f := newFleet(t, &guard.FleetOptions{Size: 4})
+	fb, err := guard.FleetFallback(core.Config{Policy: core.PerMinute("api", 100), Algorithm: algorithm.FixedWindow{}, Store: mem}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := newFlaky()
+	down.set(errDown)
+	l, err := core.New(core.Config{Policy: core.PerMinute("api", 100), Algorithm: algorithm.FixedWindow{}, Store: down, Failure: core.FailFallback, Fallback: fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var admitted int
+	for range 200 {
+		d, err := l.Allow(ctx, "a")
+		if err != nil || !d.Degraded {
+			t.Fatalf("%+v, %v; want the fallback's decision", d, err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 25 {
+		t.Fatalf("the fallback admitted %d of 200 in a window, want 100/4 = 25", admitted)
+	}
+	// A cost above the share is refused, not stepped.
+	if d, err := l.AllowN(ctx, "b", 30); err != nil || d.Allowed {
+		t.Fatalf("cost 30 over a share of 25: %+v, %v; want refused", d, err)
+	}
+	if _, err := guard.FleetFallback(core.Config{Policy: core.PerMinute("api", 1), Algorithm: algorithm.Concurrency{}, Store: mem}, f); err == nil {
+		t.Fatal("a concurrency fallback was accepted")
+	}
+}
+
+func TestFleetFallbackFollowsTheCount(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	hb := memory.New(nil)
+	t.Cleanup(func() { _ = hb.Close() })
+	o := &guard.FleetOptions{Store: hb, Interval: time.Hour}
+	f := newFleet(t, o)
+	fb, err := guard.FleetFallback(core.Config{Policy: core.PerMinute("api", 90), Algorithm: algorithm.GCRA{}, Store: mem}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(id string) int {
+		var n int
+		for range 200 {
+			if d, _ := fb.Allow(context.Background(), id); d.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	if got := count("one"); got != 90 {
+		t.Fatalf("alone: %d admitted, want 90", got)
+	}
+	newFleet(t, o)
+	newFleet(t, o) // three instances now
+	if err := f.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("three"); got != 30 {
+		t.Fatalf("one of three: %d admitted, want 30", got)
+	}
+	if a := testing.AllocsPerRun(100, func() { _, _ = fb.Allow(context.Background(), "three") }); a != 0 {
+		t.Fatalf("%v allocations per fallback decision, want 0", a)
+	}
+}
