@@ -1,0 +1,233 @@
+// Package slogobs logs what an operator must know about Sluice's limiters
+// with log/slog, once per change and not once per request: a store that
+// starts failing, keeps failing (at most one line per policy per
+// Options.Repeat, with the count of errors in between), and recovers; a
+// circuit breaker that changes state; a fallback entered or left; an
+// eviction warning from a store. It uses the standard library alone.
+//
+//	logs := slogobs.New(slog.Default(), slogobs.Options{})
+//	lim, err := core.New(core.Config{..., Observer: logs.Observe})
+//	st, err := redis.New(client, &redis.Options{OnWarning: logs.Warning})
+//
+// To feed metrics too, call both from one Observer:
+//
+//	Observer: func(e core.Event) { metrics.Observe(e); logs.Observe(e) }
+//
+// The lines (message, level, attributes):
+//
+//	"sluice: store failing"      WARN  policy, op, err, degraded
+//	"sluice: store still failing" WARN policy, op, err, errors (since the last line), for
+//	"sluice: store recovered"    INFO  policy, errors (since the last line), for
+//	"sluice: breaker state"      WARN (open) or INFO  breaker, state, from
+//	"sluice: fallback entered"   WARN  policy
+//	"sluice: fallback left"      INFO  policy, for
+//	"sluice: eviction warning"   WARN  err
+//
+// A caller whose context ended is not a store failure and is not logged.
+// Memory is bounded: at most MaxNames policies, breakers and distinct
+// warnings are tracked each; past that, the tracking of each kind starts
+// over (a change may then be logged once more).
+package slogobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// DefaultRepeat is Options.Repeat when it is zero.
+const DefaultRepeat = time.Minute
+
+// MaxNames bounds the policies, breakers and warnings tracked, each.
+const MaxNames = 1000
+
+// Options configures a Logger. The zero value means the defaults.
+type Options struct {
+	// Repeat is the least time between two lines about one policy's
+	// failing store. Default DefaultRepeat.
+	Repeat time.Duration
+	// Now reads the time. Default time.Now.
+	Now func() time.Time
+}
+
+// Logger logs transitions. Its methods are safe for concurrent use; Observe
+// is a core.Config.Observer, and costs one map read and one atomic load
+// for a decision of a store that is not failing.
+type Logger struct {
+	log    *slog.Logger
+	repeat time.Duration
+	now    func() time.Time
+
+	policies sync.Map // policy name → *policy
+	npol     atomic.Int64
+
+	mu       sync.Mutex
+	breakers map[string]string    // name → last state
+	fallback map[string]time.Time // policy → since, while active
+	warnings map[string]bool      // messages logged
+}
+
+type policy struct {
+	failing atomic.Bool
+	mu      sync.Mutex
+	since   time.Time // first error of this failure
+	last    time.Time // last line logged
+	count   int64     // errors since the last line
+}
+
+// New returns a Logger that writes to l (slog.Default() when nil).
+func New(l *slog.Logger, opts Options) *Logger {
+	if l == nil {
+		l = slog.Default()
+	}
+	if opts.Repeat <= 0 {
+		opts.Repeat = DefaultRepeat
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Logger{log: l, repeat: opts.Repeat, now: opts.Now,
+		breakers: map[string]string{}, fallback: map[string]time.Time{}, warnings: map[string]bool{}}
+}
+
+// Observe logs store failures and recoveries from the Limiter's events.
+func (l *Logger) Observe(e core.Event) {
+	storeErr := e.Err != nil && !callerGone(e.Err)
+	v, ok := l.policies.Load(e.Policy)
+	if !ok {
+		if !storeErr {
+			return // nothing to recover from
+		}
+		v = l.track(e.Policy)
+	}
+	p := v.(*policy)
+	if !storeErr {
+		if e.Err == nil && p.failing.Load() {
+			l.recovered(e.Policy, p)
+		}
+		return
+	}
+	now := l.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.failing.Load() {
+		p.failing.Store(true)
+		p.since, p.last, p.count = now, now, 0
+		l.log.Warn("sluice: store failing", "policy", e.Policy, "op", e.Op, "err", e.Err, "degraded", e.Decision.Degraded)
+		return
+	}
+	p.count++
+	if now.Sub(p.last) >= l.repeat {
+		l.log.Warn("sluice: store still failing", "policy", e.Policy, "op", e.Op, "err", e.Err, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
+		p.last, p.count = now, 0
+	}
+}
+
+func (l *Logger) recovered(name string, p *policy) {
+	now := l.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.failing.Load() {
+		return // another goroutine logged it
+	}
+	p.failing.Store(false)
+	l.log.Info("sluice: store recovered", "policy", name, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
+}
+
+// track returns name's state, adding it; past MaxNames the tracking starts
+// over.
+func (l *Logger) track(name string) any {
+	if l.npol.Add(1) > MaxNames {
+		l.policies.Clear()
+		l.npol.Store(1)
+	}
+	v, loaded := l.policies.LoadOrStore(name, new(policy))
+	if loaded {
+		l.npol.Add(-1)
+	}
+	return v
+}
+
+// callerGone reports an error that says the caller left, not that the
+// store failed.
+func callerGone(err error) bool {
+	return store.IsContextError(err) && !errors.Is(err, core.ErrUnavailable)
+}
+
+// BreakerStateChanged logs that the circuit breaker name entered state,
+// once per change: a repeated state logs nothing. Opening logs at WARN,
+// other states at INFO. Wire it to the breaker's OnStateChange callback.
+func (l *Logger) BreakerStateChanged(name, state string) {
+	l.mu.Lock()
+	from, ok := l.breakers[name]
+	if ok && from == state {
+		l.mu.Unlock()
+		return
+	}
+	if !ok && len(l.breakers) >= MaxNames {
+		clear(l.breakers)
+	}
+	l.breakers[name] = state
+	l.mu.Unlock()
+	level := slog.LevelInfo
+	if state == "open" {
+		level = slog.LevelWarn
+	}
+	if !ok {
+		from = "unknown"
+	}
+	l.log.Log(context.Background(), level, "sluice: breaker state", "breaker", name, "state", state, "from", from)
+}
+
+// SetFallbackActive logs that policy entered or left its fallback, once
+// per change. Wire it where the fallback is entered and left.
+func (l *Logger) SetFallbackActive(policy string, active bool) {
+	l.mu.Lock()
+	since, was := l.fallback[policy]
+	switch {
+	case active == was:
+		l.mu.Unlock()
+		return
+	case active:
+		if len(l.fallback) >= MaxNames {
+			clear(l.fallback)
+		}
+		l.fallback[policy] = l.now()
+	default:
+		delete(l.fallback, policy)
+	}
+	l.mu.Unlock()
+	if active {
+		l.log.Warn("sluice: fallback entered", "policy", policy)
+	} else {
+		l.log.Info("sluice: fallback left", "policy", policy, "for", l.now().Sub(since).Round(time.Millisecond))
+	}
+}
+
+// Warning logs a store's warning (a *core.EvictionWarning: the server may
+// evict limiter keys) the first time its message is seen. It fits the
+// OnWarning option of the Redis and Valkey stores, which repeat their
+// warnings every minute.
+func (l *Logger) Warning(err error) {
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	l.mu.Lock()
+	if l.warnings[msg] {
+		l.mu.Unlock()
+		return
+	}
+	if len(l.warnings) >= MaxNames {
+		clear(l.warnings)
+	}
+	l.warnings[msg] = true
+	l.mu.Unlock()
+	l.log.Warn("sluice: eviction warning", "err", err, "evictable", errors.Is(err, core.ErrEvictable))
+}

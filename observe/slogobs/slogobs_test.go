@@ -1,0 +1,221 @@
+package slogobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// lines is a JSON slog sink whose lines a test reads back.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
+
+func (l *lines) records(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var rs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func (l *lines) msgs(t *testing.T) []string {
+	var ms []string
+	for _, r := range l.records(t) {
+		ms = append(ms, fmt.Sprint(r["level"], " ", r["msg"]))
+	}
+	return ms
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func newLogger(t *testing.T) (*Logger, *lines, *clock) {
+	out := &lines{}
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	return New(slog.New(slog.NewJSONHandler(out, nil)), Options{Repeat: time.Minute, Now: c.now}), out, c
+}
+
+// switchable is a network store that fails while down is set.
+type switchable struct {
+	mu   sync.Mutex
+	down bool
+	m    map[string][]byte
+}
+
+func (s *switchable) set(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+
+func (s *switchable) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return store.UnknownOutcome(errors.New("connection reset"))
+	}
+	k := key.String()
+	next, _ := m.Apply(s.m[k])
+	s.m[k] = next
+	return nil
+}
+
+// A store that fails for 500 requests logs three lines, not 500: failing,
+// still failing (once per Repeat, with the count), recovered.
+func TestStoreFailureLoggedOncePerChange(t *testing.T) {
+	lg, out, c := newLogger(t)
+	s := &switchable{m: map[string][]byte{}}
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "api", Limit: 1_000_000, Window: time.Hour},
+		Algorithm: algorithm.FixedWindow{}, Store: s, Failure: core.FailOpen, Observer: lg.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 10 {
+		l.Allow(ctx, "k")
+	}
+	if rs := out.records(t); len(rs) != 0 {
+		t.Fatalf("a healthy store logged %v", rs)
+	}
+	s.set(true)
+	for i := range 500 {
+		if i == 250 {
+			c.advance(61 * time.Second)
+		}
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Degraded {
+			t.Fatalf("fail open: %+v, %v", d, err)
+		}
+	}
+	c.advance(30 * time.Second)
+	s.set(false)
+	for range 10 {
+		l.Allow(ctx, "k")
+	}
+	got := out.msgs(t)
+	want := []string{"WARN sluice: store failing", "WARN sluice: store still failing", "INFO sluice: store recovered"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q; want %q", got, want)
+	}
+	rs := out.records(t)
+	if rs[0]["policy"] != "api" || !strings.Contains(fmt.Sprint(rs[0]["err"]), "connection reset") || rs[0]["degraded"] != true {
+		t.Errorf("first line %v", rs[0])
+	}
+	if rs[1]["errors"] != float64(250) {
+		t.Errorf("still failing: errors %v; want 250 (the 2nd to the 251st)", rs[1]["errors"])
+	}
+	if rs[2]["errors"] != float64(249) {
+		t.Errorf("recovered: errors %v; want the 249 since the last line", rs[2]["errors"])
+	}
+}
+
+// A caller whose context ended is not a store failure.
+func TestCallerGoneIsNotLogged(t *testing.T) {
+	lg, out, _ := newLogger(t)
+	lg.Observe(core.Event{Policy: "api", Op: "allow", Err: context.Canceled})
+	lg.Observe(core.Event{Policy: "api", Op: "allow", Err: fmt.Errorf("wrapped: %w", context.DeadlineExceeded)})
+	if rs := out.records(t); len(rs) != 0 {
+		t.Fatalf("logged %v", rs)
+	}
+	// The limiter's own deadline is a store failure (it matches ErrUnavailable).
+	lg.Observe(core.Event{Policy: "api", Op: "allow", Err: &store.Error{Op: "update", Err: context.DeadlineExceeded}})
+	if got := out.msgs(t); len(got) != 1 || got[0] != "WARN sluice: store failing" {
+		t.Fatalf("lines %q", got)
+	}
+}
+
+func TestBreakerAndFallbackOncePerChange(t *testing.T) {
+	lg, out, c := newLogger(t)
+	for _, s := range []string{"closed", "closed", "open", "open", "open", "half-open", "closed", "closed"} {
+		lg.BreakerStateChanged("redis", s)
+	}
+	lg.SetFallbackActive("api", false) // not active: no change
+	lg.SetFallbackActive("api", true)
+	lg.SetFallbackActive("api", true)
+	c.advance(90 * time.Second)
+	lg.SetFallbackActive("api", false)
+	lg.SetFallbackActive("api", false)
+	want := []string{
+		"INFO sluice: breaker state", "WARN sluice: breaker state", "INFO sluice: breaker state", "INFO sluice: breaker state",
+		"WARN sluice: fallback entered", "INFO sluice: fallback left",
+	}
+	if got := out.msgs(t); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q; want %q", got, want)
+	}
+	rs := out.records(t)
+	if rs[1]["state"] != "open" || rs[1]["from"] != "closed" || rs[0]["from"] != "unknown" {
+		t.Errorf("breaker lines %v, %v", rs[0], rs[1])
+	}
+	if rs[5]["for"] != float64(90*time.Second) {
+		t.Errorf("fallback left after %v; want 90s", rs[5]["for"])
+	}
+}
+
+func TestEvictionWarningOnce(t *testing.T) {
+	lg, out, _ := newLogger(t)
+	w := &core.EvictionWarning{Addr: "127.0.0.1:6379", Policy: "allkeys-lru"}
+	for range 3 { // the stores repeat their check every minute
+		lg.Warning(w)
+	}
+	lg.Warning(&core.EvictionWarning{Addr: "127.0.0.1:6380", Policy: "volatile-lru"})
+	lg.Warning(nil)
+	rs := out.records(t)
+	if len(rs) != 2 || rs[0]["msg"] != "sluice: eviction warning" || rs[0]["evictable"] != true {
+		t.Fatalf("lines %v; want one per server", rs)
+	}
+}
+
+// Concurrent failures still log one "store failing" line.
+func TestConcurrentFailureOneLine(t *testing.T) {
+	lg, out, _ := newLogger(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				lg.Observe(core.Event{Policy: "api", Op: "allow", Err: store.UnknownOutcome(errors.New("x"))})
+			}
+		}()
+	}
+	wg.Wait()
+	if got := out.msgs(t); len(got) != 1 {
+		t.Fatalf("lines %q; want one", got)
+	}
+}
+
+func BenchmarkObserveHealthy(b *testing.B) {
+	lg := New(slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)), Options{})
+	lg.Observe(core.Event{Policy: "api", Err: store.UnknownOutcome(errors.New("x"))})
+	lg.Observe(core.Event{Policy: "api"})
+	e := core.Event{Policy: "api", Op: "allow", Decision: core.Decision{Allowed: true}}
+	b.ReportAllocs()
+	for b.Loop() {
+		lg.Observe(e)
+	}
+}
