@@ -187,7 +187,7 @@ func TestSwapErrorOutcome(t *testing.T) {
 	refused := ln.Addr().String()
 	ln.Close()
 	s := memcache.New(gomemcache.New(refused), nil)
-	_, err = s.Swap(ctx, "k", nil, []byte("v"), time.Minute)
+	_, err = memcache.CAS(s).Swap(ctx, "k", nil, []byte("v"), time.Minute)
 	if err == nil || errors.Is(err, core.ErrOutcomeUnknown) {
 		t.Errorf("add to a refused address: got %v, want an error not matching core.ErrOutcomeUnknown", err)
 	}
@@ -195,7 +195,7 @@ func TestSwapErrorOutcome(t *testing.T) {
 	// A server that reads the request and hangs up.
 	hangup := hangUpServer(t)
 	s = memcache.New(gomemcache.New(hangup), nil)
-	_, err = s.Swap(ctx, "k", nil, []byte("v"), time.Minute)
+	_, err = memcache.CAS(s).Swap(ctx, "k", nil, []byte("v"), time.Minute)
 	if !errors.Is(err, core.ErrOutcomeUnknown) {
 		t.Errorf("add whose connection broke: got %v, want an error matching core.ErrOutcomeUnknown", err)
 	}

@@ -152,7 +152,7 @@ func TestEviction(t *testing.T) {
 		if err := s.Update(ctx, key, put("0123456789abc", time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		_, token, err := s.Load(ctx, k)
+		_, token, err := memcache.CAS(s).Load(ctx, k)
 		if err != nil || token == nil {
 			t.Fatalf("Load: %v, %v", token, err)
 		}
@@ -179,7 +179,7 @@ func TestEviction(t *testing.T) {
 		if err := c.CompareAndSwap(&raw); !errors.Is(err, gomemcache.ErrCacheMiss) {
 			t.Fatalf("cas after eviction: got %v, want gomemcache.ErrCacheMiss (memcached's NOT_FOUND)", err)
 		}
-		if ok, err := s.Swap(ctx, k, token, []byte("x"), time.Hour); ok || err != nil {
+		if ok, err := memcache.CAS(s).Swap(ctx, k, token, []byte("x"), time.Hour); ok || err != nil {
 			t.Fatalf("Swap after eviction = %v, %v; want false, nil (a conflict)", ok, err)
 		}
 		var seen []byte

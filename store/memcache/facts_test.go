@@ -54,14 +54,14 @@ func TestCASOnDeletedKeyIsConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := memcache.Key(key)
-	state, token, err := s.Load(ctx, k)
+	state, token, err := memcache.CAS(s).Load(ctx, k)
 	if err != nil || string(state) != "one" || token == nil {
 		t.Fatalf("Load = %q, %v, %v; want \"one\", a token, nil", state, token, err)
 	}
 	if err := c.Delete(k); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := s.Swap(ctx, k, token, []byte("two"), time.Minute)
+	ok, err := memcache.CAS(s).Swap(ctx, k, token, []byte("two"), time.Minute)
 	if ok || err != nil {
 		t.Fatalf("Swap after delete = %v, %v; want false, nil (a conflict)", ok, err)
 	}
@@ -115,7 +115,7 @@ func TestConcurrentAddsOneWins(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				ok, err := stores[i].Swap(ctx, k, nil, []byte(strconv.Itoa(i)), time.Minute)
+				ok, err := memcache.CAS(stores[i]).Swap(ctx, k, nil, []byte(strconv.Itoa(i)), time.Minute)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

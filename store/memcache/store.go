@@ -33,7 +33,7 @@ var (
 	_ store.Store      = (*Store)(nil)
 	_ store.Deleter    = (*Store)(nil)
 	_ store.Closer     = (*Store)(nil)
-	_ store.CASBackend = (*Store)(nil)
+	_ store.CASBackend = (*casOps)(nil)
 )
 
 var (
@@ -106,7 +106,7 @@ func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) err
 		}
 		defer s.queue.done(t)
 	}
-	attempts, err := store.CASUpdate(ctx, s, k, m, s.cfg.retry)
+	attempts, err := store.CASUpdate(ctx, (*casOps)(s), k, m, s.cfg.retry)
 	s.stats.update(attempts, err)
 	if err != nil {
 		return &store.Error{Op: "update", Err: err}
@@ -114,11 +114,15 @@ func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) err
 	return nil
 }
 
+// casOps is the store as store.CASUpdate sees it: Load and Swap on a type
+// of its own, so that the Store exports neither to applications.
+type casOps Store
+
 // Load reads key with gets (store.CASBackend). It returns the item's value
 // and the item itself as the token; nil and nil when the key is absent,
-// expired or evicted. It is exported only to satisfy store.CASBackend: use
-// Update.
-func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, err error) {
+// expired or evicted.
+func (o *casOps) Load(ctx context.Context, key string) (state []byte, token any, err error) {
+	s := (*Store)(o)
 	c := newCall(s, verbGets, key)
 	if s.roundTrip(ctx, c) == abandoned {
 		return nil, nil, fmt.Errorf("memcache gets: %w", ctx.Err())
@@ -140,9 +144,9 @@ func (s *Store) Load(ctx context.Context, key string) (state []byte, token any, 
 // cas answered EXISTS (the item changed), NOT_FOUND (the item was deleted,
 // expired or evicted: memcached answers a cas on a missing key so, whatever
 // gomemcache's doc says, and the next Load sees the key absent and adds) or
-// NOT_STORED; add answered NOT_STORED (the key exists). It is exported only
-// to satisfy store.CASBackend: use Update.
-func (s *Store) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (ok bool, err error) {
+// NOT_STORED; add answered NOT_STORED (the key exists).
+func (o *casOps) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (ok bool, err error) {
+	s := (*Store)(o)
 	exp := int32(MaxRelativeExpiration)
 	if secs := relativeSeconds(ttl, s.cfg.skew); secs <= MaxRelativeExpiration {
 		exp = int32(secs)
