@@ -1,0 +1,172 @@
+package algorithm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Period is the length of a calendar quota's window.
+type Period int
+
+const (
+	// Day resets at midnight.
+	Day Period = iota + 1
+	// Month resets at midnight on the first of the month.
+	Month
+)
+
+func (p Period) String() string {
+	switch p {
+	case Day:
+		return "day"
+	case Month:
+		return "month"
+	}
+	return fmt.Sprintf("Period(%d)", int(p))
+}
+
+// Calendar is a quota per calendar day or month ("10,000 per day",
+// "1,000,000 per month") that resets at midnight (Day) or at midnight on the
+// 1st (Month) in Location, a named IANA time zone (time.LoadLocation;
+// nil means UTC). Periods have their real length: a month of 28 to 31
+// days, a day of 23 or 25 hours across a change of daylight saving time;
+// where a zone skips midnight, the period starts at the first instant of
+// the day that exists.
+//
+// Bound: at most Policy.Limit units in each period. It reads Policy.Limit
+// alone: Window is not read (set it to the period's nominal length, 24h or
+// 720h, for the RateLimit-Policy field), so a month is not bound by
+// core.MaxWindow.
+//
+// State: 16 bytes, the start of the period of the newest admission (µs)
+// and the units admitted in it. A state from an earlier period reads as
+// fresh; one from a later period (a clock that moved backwards) keeps that
+// period. A limit lowered within a period refuses until the count is
+// below it; a limit raised admits up to the new limit, counting what the
+// period already admitted: never more than the larger of the two.
+//
+// On Redis and Valkey its Lua twin runs only within a core.Multi (the
+// multi-limit script), which hands it the period boundaries the client
+// computed; a core.Limiter uses the generic read-modify-write path.
+type Calendar struct {
+	Period   Period
+	Location *time.Location
+}
+
+var (
+	_ core.Algorithm     = Calendar{}
+	_ core.MultiScripted = Calendar{}
+)
+
+// Name is "calendar-day" or "calendar-month".
+func (c Calendar) Name() string { return "calendar-" + c.Period.String() }
+
+// Quota is Policy.Limit.
+func (Calendar) Quota(p *core.Policy) int64 { return p.Limit }
+
+// CheckPolicy rejects an unknown Period.
+func (c Calendar) CheckPolicy(p *core.Policy) error {
+	if c.Period != Day && c.Period != Month {
+		return &core.PolicyError{Policy: p.Name, Field: "Algorithm", Reason: fmt.Sprintf("calendar period must be Day or Month, got %s", c.Period)}
+	}
+	return nil
+}
+
+func (c Calendar) loc() *time.Location {
+	if c.Location == nil {
+		return time.UTC
+	}
+	return c.Location
+}
+
+// start returns the first instant of the period that is off periods after
+// the one holding date y-m-d.
+func (c Calendar) start(y int, m time.Month, d, off int) int64 {
+	if c.Period == Month {
+		return time.Date(y, m+time.Month(off), 1, 0, 0, 0, 0, c.loc()).UnixMicro()
+	}
+	return time.Date(y, m, d+off, 0, 0, 0, 0, c.loc()).UnixMicro()
+}
+
+// Bounds returns the start of the period that holds now (µs since the
+// epoch) and the starts of the periods around it: prev < start <= now <
+// next < after.
+func (c Calendar) Bounds(now int64) (prev, start, next, after int64) {
+	t := time.UnixMicro(now).In(c.loc())
+	y, m, d := t.Date()
+	off := 0
+	// A zone that skips midnight may put a period's start an hour from
+	// where the date says: step until start <= now < next.
+	for i := 0; i < 3; i++ {
+		if c.start(y, m, d, off+1) <= now {
+			off++
+		} else if c.start(y, m, d, off) > now {
+			off--
+		} else {
+			break
+		}
+	}
+	return c.start(y, m, d, off-1), c.start(y, m, d, off), c.start(y, m, d, off+1), c.start(y, m, d, off+2)
+}
+
+const calState = 16
+
+// Step admits n if the units admitted in now's period plus n stay within
+// Policy.Limit.
+func (c Calendar) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.Duration, core.Decision) {
+	now = min(max(now, 0), bkMaxNow)
+	_, start, stop, after := c.Bounds(now)
+	used := int64(0)
+	if len(state) == calState {
+		s := int64(binary.BigEndian.Uint64(state))
+		u := int64(binary.BigEndian.Uint64(state[8:]))
+		switch {
+		case u < 0 || u > core.MaxLimit:
+		case s == start:
+			used = u
+		case s == stop:
+			// A later period: the clock moved backwards. Stand still in it.
+			start, stop, used = s, after, u
+		case s > stop && s <= bkMaxNow:
+			_, s2, e2, _ := c.Bounds(s)
+			if s2 == s {
+				start, stop, used = s, e2, u
+			}
+		}
+	}
+	ttl := max(stop-now, 1)
+	limit := p.Limit
+	if n >= 1 && n <= limit && used+n <= limit {
+		used += n
+		next := state[:0]
+		if cap(next) < calState {
+			next = make([]byte, 0, calState)
+		}
+		next = binary.BigEndian.AppendUint64(next, uint64(start))
+		next = binary.BigEndian.AppendUint64(next, uint64(used))
+		return next, core.Micros(ttl), core.Decision{Allowed: true, Limit: limit, Remaining: limit - used, ResetAfter: core.Micros(ttl)}
+	}
+	d := core.Decision{Limit: limit, Remaining: max(limit-used, 0)}
+	if used > 0 {
+		d.ResetAfter = core.Micros(ttl)
+	}
+	if n >= 1 && n <= limit {
+		d.RetryAfter = core.Micros(ttl)
+	}
+	return nil, 0, d
+}
+
+// MultiScript is the multi-limit script.
+func (Calendar) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the calendar's arguments: its period boundaries
+// around hint, computed in Location.
+func (c Calendar) AppendMultiArgs(dst []int64, p *core.Policy, hint, n int64) []int64 {
+	prev, start, next, after := c.Bounds(min(max(hint, 0), bkMaxNow))
+	return append(dst, multiCalendar, n, p.Limit, p.WindowMicros(), p.Capacity(), p.IntervalMicros(), p.MaxDelayMicros(),
+		prev, start, next, after)
+}

@@ -1,0 +1,117 @@
+package algorithm
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// The multi-limit script (core.Multi on Redis and Valkey): one script for
+// every set of limits, whatever their algorithms, so that a store loads it
+// once. It holds each rate algorithm's Lua twin, unchanged, as a function
+// of its own (with its own copy of the prelude, whose redis is the
+// stand-in that records writes), and lua/multi.lua, which steps every
+// limit and writes only when all admit.
+
+// The algorithm ids of the multi-limit script.
+const (
+	multiFixedWindow = iota + 1
+	multiSlidingLog
+	multiSlidingCounter
+	multiTokenBucket
+	multiGCRA
+	multiLeakyBucket
+	multiCalendar
+)
+
+var multiTwins = []struct {
+	id   int
+	file string
+}{
+	{multiFixedWindow, "fixed-window"}, {multiSlidingLog, "sliding-log"}, {multiSlidingCounter, "sliding-counter"},
+	{multiTokenBucket, "token-bucket"}, {multiGCRA, "gcra"}, {multiLeakyBucket, "leaky-bucket"}, {multiCalendar, "calendar"},
+}
+
+var multiScript = buildMultiScript()
+
+// MultiScript returns the multi-limit script.
+func MultiScript() *store.Script { return multiScript }
+
+func buildMultiScript() *store.Script {
+	read := func(name string) string {
+		b, err := luaFS.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			panic("sluice/algorithm: missing embedded script " + name + ".lua")
+		}
+		return string(b)
+	}
+	prelude := read("prelude")
+	var b strings.Builder
+	b.WriteString(prelude)
+	b.WriteString("\nlocal steps = {}\n")
+	for _, t := range multiTwins {
+		b.WriteString("\n-- " + t.file + "\nsteps[" + strconv.Itoa(t.id) + "] = function(KEYS, ARGV, redis)\n")
+		b.WriteString(prelude)
+		// The twin's expiry is recorded, and made with the prelude's
+		// pexpire (its DUMP/RESTORE guard) after every limit admitted.
+		b.WriteString("\nlocal function pexpire(key, ms) redis.call('PEXPIRE*', key, ms) end\n")
+		b.WriteString(read(t.file))
+		b.WriteString("\nend\n")
+	}
+	b.WriteString(read("multi"))
+	return store.NewScript("multi", b.String())
+}
+
+func appendRate(dst []int64, id int64, p *core.Policy, n int64) []int64 {
+	return append(dst, id, n, p.Limit, p.WindowMicros(), p.Capacity(), p.IntervalMicros(), p.MaxDelayMicros(), 0, 0, 0, 0)
+}
+
+// MultiScript is the multi-limit script.
+func (FixedWindow) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the fixed window's arguments.
+func (FixedWindow) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiFixedWindow, p, n)
+}
+
+// MultiScript is the multi-limit script.
+func (SlidingLog) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the sliding log's arguments.
+func (SlidingLog) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiSlidingLog, p, n)
+}
+
+// MultiScript is the multi-limit script.
+func (SlidingCounter) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the sliding counter's arguments.
+func (SlidingCounter) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiSlidingCounter, p, n)
+}
+
+// MultiScript is the multi-limit script.
+func (TokenBucket) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the token bucket's arguments.
+func (TokenBucket) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiTokenBucket, p, n)
+}
+
+// MultiScript is the multi-limit script.
+func (GCRA) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends GCRA's arguments.
+func (GCRA) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiGCRA, p, n)
+}
+
+// MultiScript is the multi-limit script.
+func (LeakyBucket) MultiScript() *store.Script { return multiScript }
+
+// AppendMultiArgs appends the leaky bucket's arguments.
+func (LeakyBucket) AppendMultiArgs(dst []int64, p *core.Policy, _, n int64) []int64 {
+	return appendRate(dst, multiLeakyBucket, p, n)
+}

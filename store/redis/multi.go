@@ -1,0 +1,71 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/store"
+)
+
+var _ store.MultiScriptRunner = (*Store)(nil)
+
+var errMultiKeys = errors.New("sluice/redis: a multi-limit script needs at least one key")
+
+// multiArgs is the argument list of one multi-key script call, pooled.
+type multiArgs struct{ argv []any }
+
+var multiArgsPool = sync.Pool{New: func() any { return new(multiArgs) }}
+
+// RunMultiScript runs s over keys, every one of one identity (they share
+// its hash tag, so one slot of a cluster), in one EVALSHA (EVAL after
+// NOSCRIPT), and appends the script's integers to reply. It follows MOVED
+// and ASK, which prove the script did not run, and never re-sends one
+// whose outcome is unknown. It does not go through the batcher: the call
+// is one round trip of its own.
+func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []store.Key, args []int64, reply []int64) ([]int64, error) {
+	switch {
+	case s.client == nil:
+		return reply, &store.Error{Op: "script", Err: errNoClient}
+	case sc == nil:
+		return reply, &store.Error{Op: "script", Err: errNilScript}
+	case len(keys) == 0:
+		return reply, &store.Error{Op: "script", Err: errMultiKeys}
+	}
+	if err := ctx.Err(); err != nil {
+		return reply, &store.Error{Op: "script", Err: err} // nothing was sent
+	}
+	a := multiArgsPool.Get().(*multiArgs)
+	defer func() {
+		clear(a.argv)
+		a.argv = a.argv[:0]
+		multiArgsPool.Put(a)
+	}()
+	a.argv = append(a.argv[:0], "evalsha", sc.Hash, len(keys))
+	for _, k := range keys {
+		a.argv = append(a.argv, k.String())
+	}
+	for _, v := range args {
+		a.argv = append(a.argv, v)
+	}
+	cmd := goredis.NewIntSliceCmd(ctx, a.argv...)
+	err := s.process(ctx, cmd)
+	if err != nil && isNoScript(err) {
+		a.argv[0], a.argv[1] = "eval", sc.Source
+		cmd = goredis.NewIntSliceCmd(ctx, a.argv...)
+		err = s.process(ctx, cmd)
+	}
+	if err != nil {
+		return reply, storeError("script", err)
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return reply, storeError("script", err)
+	}
+	if len(v) == 0 {
+		return reply, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice/redis: multi-limit script replied no integers"))}
+	}
+	return append(reply, v...), nil
+}
