@@ -105,8 +105,10 @@ type Config struct {
 	DenyCache *DenyCacheOptions
 	// PreFilter, when set, is asked first by AllowN: what it refuses is
 	// refused without a store call; what it admits goes on to the store.
-	// A loose in-process limit that catches floods; see prefilter.go for
-	// how to size it. Nil means none. Ignored over an InProcess store.
+	// A loose in-process limit that catches floods; guard.PreFilter
+	// builds one sized to the fleet, and says how to size it so that it
+	// never refuses what the global limit would admit. Nil means none.
+	// Ignored over an InProcess store.
 	PreFilter *Limiter
 	// Observer, when set, is called after every decision. It must be fast
 	// and safe for concurrent use.

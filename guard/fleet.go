@@ -210,7 +210,13 @@ func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, err
 	}
-	s := &scaled{alg: cfg.Algorithm, fleet: fleet}
+	return scaledLimiter(cfg, fleet, 1)
+}
+
+// scaledLimiter returns a limiter over cfg whose policy is k/N of cfg's,
+// N the fleet's size at each decision.
+func scaledLimiter(cfg core.Config, fleet *Fleet, k int64) (*core.Limiter, error) {
+	s := &scaled{alg: cfg.Algorithm, fleet: fleet, k: k}
 	if c, ok := cfg.Algorithm.(core.Clamper); ok {
 		cfg.Algorithm = &scaledClamper{scaled: s, c: c}
 	} else {
@@ -219,10 +225,65 @@ func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
 	return core.New(cfg)
 }
 
+// DefaultHeadroom is PreFilter's headroom when it is zero.
+const DefaultHeadroom = 2
+
+// maxHeadroom keeps headroom × Limit within int64.
+const maxHeadroom = 1 << 20
+
+// PreFilter returns a limiter for Config.PreFilter: a loose in-process
+// limit in front of the store, cfg's policy (the global one) scaled to
+// headroom × Limit / N per instance (and Burst alike), N the fleet's size,
+// with cfg.Store holding the local state (a memory store; the caller closes
+// it). A request it refuses costs no round trip; one it admits goes on to
+// the store, which stays the source of truth. A headroom of zero means
+// DefaultHeadroom (2).
+//
+// Sizing. The pre-filter counts every request this instance sends to the
+// store, admitted there or not. It refuses what the global limit would
+// admit only when one identity's traffic on this instance exceeds
+// headroom/N of the limit in a window, so:
+//
+//   - headroom ≥ N (the pre-filter holds at least the whole global policy)
+//     never refuses an identity that sends this instance no more than its
+//     limit: the global limit would refuse the excess anyway. Headroom 2N
+//     also leaves room for the units spent on requests the store refused
+//     (a bucket earns them back only at the policy's rate).
+//   - headroom < N (the default 2, for a fleet of more than 2) catches a
+//     flood sooner and is right for traffic spread evenly (an identity's
+//     share of one instance is about 1/N; 2/N leaves it double); it can
+//     refuse what the global limit would admit for an identity whose
+//     traffic is skewed onto few instances: on one instance it is held to
+//     headroom/N of its limit.
+//
+// Rate algorithms only.
+func PreFilter(cfg core.Config, fleet *Fleet, headroom int) (*core.Limiter, error) {
+	if fleet == nil {
+		return nil, errors.New("sluice: PreFilter needs a Fleet")
+	}
+	if headroom < 0 || headroom > maxHeadroom {
+		return nil, fmt.Errorf("sluice: PreFilter headroom must be 0 to %d, got %d", maxHeadroom, headroom)
+	}
+	if headroom == 0 {
+		headroom = DefaultHeadroom
+	}
+	if cfg.Algorithm == nil {
+		return nil, errors.New("sluice: Config.Algorithm is nil")
+	}
+	if _, ok := cfg.Algorithm.(core.Leaser); ok {
+		return nil, fmt.Errorf("%w: PreFilter is for rate algorithms, not %s", core.ErrUnsupported, cfg.Algorithm.Name())
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	return scaledLimiter(cfg, fleet, int64(headroom))
+}
+
 // scaled steps alg with the policy's share for the fleet's current size.
 type scaled struct {
 	alg   core.Algorithm
 	fleet *Fleet
+	k     int64 // the share is k/N of the policy
 	share atomic.Pointer[share]
 }
 
@@ -260,9 +321,9 @@ func (s *scaled) policy(p *core.Policy) *core.Policy {
 		return &sh.p
 	}
 	q := *p
-	q.Limit = ceilDiv(q.Limit, int64(size))
+	q.Limit = min(ceilDiv(q.Limit*s.k, int64(size)), core.MaxLimit, q.WindowMicros())
 	if q.Burst > 0 {
-		q.Burst = ceilDiv(q.Burst, int64(size))
+		q.Burst = min(ceilDiv(q.Burst*s.k, int64(size)), core.MaxLimit)
 	}
 	sh := &share{n: size, p: q}
 	s.share.Store(sh)

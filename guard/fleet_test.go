@@ -44,6 +44,7 @@ func TestFleetCountsHeartbeatsAndKeepsTheCountDuringAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSize(t, a, 2) // c's heartbeat expires after 3 intervals
+	waitSize(t, b, 2)
 	s.set(errDown)
 	time.Sleep(200 * time.Millisecond)
 	if a.Size() != 2 || b.Size() != 2 {
@@ -151,5 +152,42 @@ func TestFleetFallbackFollowsTheCount(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { _, _ = fb.Allow(context.Background(), "three") }); a != 0 {
 		t.Fatalf("%v allocations per fallback decision, want 0", a)
+	}
+}
+
+func TestPreFilterIsSizedToTheFleet(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	f := newFleet(t, &guard.FleetOptions{Size: 4})
+	global := core.PerMinute("api", 100)
+	pf, err := guard.PreFilter(core.Config{Policy: global, Algorithm: algorithm.FixedWindow{}, Store: mem}, f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newFlaky()
+	t.Cleanup(func() { _ = s.mem.Close() })
+	// The flaky store is not InProcess: the Limiter treats it as a network
+	// store, and the pre-filter applies.
+	l, err := core.New(core.Config{Policy: global, Algorithm: algorithm.FixedWindow{}, Store: s, PreFilter: pf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var admitted int
+	for range 300 {
+		if d, _ := l.Allow(ctx, "a"); d.Allowed {
+			admitted++
+		}
+	}
+	// Headroom 2 of 4 instances: 2 × 100 / 4 = 50 pass to the store.
+	if admitted != 50 || s.calls.Load() != 50 {
+		t.Fatalf("flood of 300: %d admitted, %d store calls; want 50 and 50", admitted, s.calls.Load())
+	}
+	// A cost above the pre-filter's quota is the store's to decide.
+	if d, _ := l.AllowN(ctx, "b", 60); !d.Allowed || s.calls.Load() != 51 {
+		t.Fatalf("cost 60 over a pre-filter of 50: %+v after %d store calls; want the store's admission", d, s.calls.Load())
+	}
+	if _, err := guard.PreFilter(core.Config{Policy: global, Algorithm: algorithm.FixedWindow{}, Store: mem}, f, -1); err == nil {
+		t.Fatal("a negative headroom was accepted")
 	}
 }
