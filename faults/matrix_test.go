@@ -147,7 +147,7 @@ type call struct {
 type row struct {
 	fault, store, mode       string
 	calls, failed, fast, unk int
-	maxLat, maxFast          time.Duration
+	maxLat, maxFast, fastP50 time.Duration
 	admitted, consumed       int64
 	counted                  bool
 	recovery                 time.Duration
@@ -293,6 +293,7 @@ func runCell(t *testing.T, f fault, sk storeKind) []row {
 		unknown := make([]int64, len(ids))
 		var lastFailEnd time.Time
 		var okAfter int
+		var fastLats []time.Duration
 		for _, w := range ws {
 			if w.mode != m {
 				continue
@@ -320,6 +321,7 @@ func runCell(t *testing.T, f fault, sk storeKind) []row {
 					if c.fast {
 						r.fast++
 						r.maxFast = max(r.maxFast, lat)
+						fastLats = append(fastLats, lat)
 						if lat > fastBound {
 							r.problems = append(r.problems, fmt.Sprintf("a call the open breaker refused took %v, more than %v", lat, fastBound))
 						}
@@ -334,6 +336,10 @@ func runCell(t *testing.T, f fault, sk storeKind) []row {
 					}
 				}
 			}
+		}
+		if len(fastLats) > 0 {
+			slices.Sort(fastLats)
+			r.fastP50 = fastLats[len(fastLats)/2]
 		}
 		if f.failing && r.failed == 0 {
 			r.problems = append(r.problems, "no call failed: the fault did not bite")
@@ -434,8 +440,8 @@ func matrixTable(rows []row) string {
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nfault matrix: Timeout %v; every call ≤ Timeout+%v, refused by the open breaker ≤ %v, recovery ≤ %v\n", callTimeout, slack, fastBound, recoveryBound)
-	fmt.Fprintf(&b, "%-14s %-8s %-11s %6s %6s %6s %6s %9s %9s %7s %22s %9s %s\n",
-		"fault", "store", "mode", "calls", "failed", "fast", "unknwn", "max ms", "fast ms", "opens", "admitted≤consumed≤+unk", "recov ms", "result")
+	fmt.Fprintf(&b, "%-14s %-8s %-11s %6s %6s %6s %6s %9s %9s %10s %7s %22s %9s %s\n",
+		"fault", "store", "mode", "calls", "failed", "fast", "unknwn", "max ms", "fast ms", "fast p50µs", "opens", "admitted≤consumed≤+unk", "recov ms", "result")
 	for _, r := range rows {
 		counts := "state lost"
 		if r.counted {
@@ -445,8 +451,8 @@ func matrixTable(rows []row) string {
 		if len(r.problems) > 0 {
 			result = "FAIL"
 		}
-		fmt.Fprintf(&b, "%-14s %-8s %-11s %6d %6d %6d %6d %9.1f %9.2f %7d %22s %9.0f %s\n",
-			r.fault, r.store, r.mode, r.calls, r.failed, r.fast, r.unk, ms(r.maxLat), ms(r.maxFast), r.opens, counts, ms(r.recovery), result)
+		fmt.Fprintf(&b, "%-14s %-8s %-11s %6d %6d %6d %6d %9.1f %9.2f %10.0f %7d %22s %9.0f %s\n",
+			r.fault, r.store, r.mode, r.calls, r.failed, r.fast, r.unk, ms(r.maxLat), ms(r.maxFast), float64(r.fastP50)/float64(time.Microsecond), r.opens, counts, ms(r.recovery), result)
 	}
 	return b.String()
 }

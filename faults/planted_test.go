@@ -1,0 +1,58 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// misclassifying is a planted defect: a store that reports a script whose
+// reply was lost as never sent (an error matching ErrUnavailable but not
+// ErrOutcomeUnknown). A caller then believes the request was not counted,
+// while the server counted it.
+type misclassifying struct {
+	core.Store
+	r core.ScriptRunner
+}
+
+func (s misclassifying) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+	res, err := s.r.RunScript(ctx, sc, key, args)
+	if errors.Is(err, core.ErrOutcomeUnknown) {
+		return res, &core.StoreError{Op: "script", Err: errors.New("not sent")}
+	}
+	return res, err
+}
+
+// TestMatrixCatchesAMiscount shows that the matrix fails a store whose
+// count the caller cannot trust: under a stall, the scripts whose replies
+// were lost still ran, and the count read back from the server exceeds
+// what was admitted plus what was reported unknown.
+func TestMatrixCatchesAMiscount(t *testing.T) {
+	redis := storeKinds[0]
+	planted := storeKind{name: "planted", open: func(t testing.TB, addrs []string, cluster bool) core.Store {
+		s := redis.open(t, addrs, cluster)
+		return misclassifying{Store: s, r: s.(core.ScriptRunner)}
+	}}
+	rows := runCell(t, faults[faultIndex("stall")], planted)
+	var caught bool
+	for _, r := range rows {
+		for _, p := range r.problems {
+			caught = caught || strings.Contains(p, "but the server counted")
+		}
+	}
+	if !caught {
+		t.Fatalf("the matrix passed a store that hides unknown outcomes:%s", matrixTable(rows))
+	}
+}
+
+func faultIndex(name string) int {
+	for i, f := range faults {
+		if f.name == name {
+			return i
+		}
+	}
+	panic("no fault " + name)
+}
