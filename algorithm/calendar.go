@@ -86,10 +86,32 @@ func (c Calendar) loc() *time.Location {
 // start returns the first instant of the period that is off periods after
 // the one holding date y-m-d.
 func (c Calendar) start(y int, m time.Month, d, off int) int64 {
+	loc := c.loc()
 	if c.Period == Month {
-		return time.Date(y, m+time.Month(off), 1, 0, 0, 0, 0, c.loc()).UnixMicro()
+		m, d = m+time.Month(off), 1
+	} else {
+		d += off
 	}
-	return time.Date(y, m, d+off, 0, 0, 0, 0, c.loc()).UnixMicro()
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	// Noon names the day (normalized), whatever the zone does at midnight.
+	wy, wm, wd := time.Date(y, m, d, 12, 0, 0, 0, loc).Date()
+	if ty, tm, td := t.Date(); ty == wy && tm == wm && td == wd {
+		return t.UnixMicro()
+	}
+	// Midnight does not exist that day (the clock jumps from 23:59:59 to
+	// 01:00) and time.Date chose an instant of the day before: the period
+	// starts at the first instant of the day, found by bisection (a zone's
+	// jump is at most a few hours).
+	lo, hi := t.UnixMicro(), t.Add(4*time.Hour).UnixMicro()
+	for lo+1 < hi {
+		mid := lo + (hi-lo)/2
+		if my, mm, md := time.UnixMicro(mid).In(loc).Date(); my == wy && mm == wm && md == wd {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // Bounds returns the start of the period that holds now (µs since the

@@ -1,0 +1,112 @@
+package algorithm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+func loadLoc(t *testing.T, name string) *time.Location {
+	t.Helper()
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("time.LoadLocation(%q): %v (is tzdata installed?)", name, err)
+	}
+	return l
+}
+
+// TestCalendarBounds: periods start at local midnight (the 1st, for a
+// month), have their real length, and tile time with no gap or overlap,
+// across changes of daylight saving time and in a zone that skips
+// midnight.
+func TestCalendarBounds(t *testing.T) {
+	berlin := loadLoc(t, "Europe/Berlin")
+	ny := loadLoc(t, "America/New_York")
+	santiago := loadLoc(t, "America/Santiago")
+	hour := int64(time.Hour / time.Microsecond)
+	cases := []struct {
+		name   string
+		c      Calendar
+		at     time.Time
+		start  time.Time
+		length int64 // µs
+	}{
+		{"berlin spring day (23h)", Calendar{Day, berlin}, time.Date(2026, 3, 29, 12, 0, 0, 0, berlin), time.Date(2026, 3, 29, 0, 0, 0, 0, berlin), 23 * hour},
+		{"berlin autumn day (25h)", Calendar{Day, berlin}, time.Date(2026, 10, 25, 23, 59, 59, 0, berlin), time.Date(2026, 10, 25, 0, 0, 0, 0, berlin), 25 * hour},
+		{"new york ordinary day", Calendar{Day, ny}, time.Date(2026, 7, 4, 0, 0, 0, 0, ny), time.Date(2026, 7, 4, 0, 0, 0, 0, ny), 24 * hour},
+		{"utc default", Calendar{Day, nil}, time.Date(2026, 7, 4, 23, 59, 59, 999999000, time.UTC), time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC), 24 * hour},
+		{"february leap", Calendar{Month, berlin}, time.Date(2028, 2, 29, 23, 0, 0, 0, berlin), time.Date(2028, 2, 1, 0, 0, 0, 0, berlin), 29 * 24 * hour},
+		{"february", Calendar{Month, time.UTC}, time.Date(2026, 2, 14, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), 28 * 24 * hour},
+		{"january", Calendar{Month, time.UTC}, time.Date(2026, 1, 31, 23, 59, 59, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 31 * 24 * hour},
+		{"march with DST (31d - 1h)", Calendar{Month, berlin}, time.Date(2026, 3, 31, 0, 0, 0, 0, berlin), time.Date(2026, 3, 1, 0, 0, 0, 0, berlin), 31*24*hour - hour},
+	}
+	for _, tc := range cases {
+		_, s, e, _ := tc.c.Bounds(tc.at.UnixMicro())
+		if s != tc.start.UnixMicro() || e-s != tc.length {
+			t.Errorf("%s: period [%s, +%s), want [%s, +%s)", tc.name, time.UnixMicro(s).In(tc.at.Location()), core.Micros(e-s), tc.start, core.Micros(tc.length))
+		}
+	}
+	// Santiago skips midnight when daylight saving time starts (00:00 is
+	// 01:00): the periods still tile time, each holding the instants it
+	// says, hour by hour through the transitions of two years.
+	for _, c := range []Calendar{{Day, santiago}, {Day, berlin}, {Month, santiago}} {
+		from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+		for now := from; now < from+2*365*24*hour; now += hour - 1 {
+			p, s, e, a := c.Bounds(now)
+			if !(p < s && s <= now && now < e && e < a) {
+				t.Fatalf("%v at %s: bounds %d %d %d %d do not hold now", c, time.UnixMicro(now).In(c.Location), p, s, e, a)
+			}
+			if _, s2, e2, _ := c.Bounds(e); s2 != e || e2 != a {
+				t.Fatalf("%v at %s: the next period does not start where this one ends", c, time.UnixMicro(now))
+			}
+			if got := time.UnixMicro(s).In(c.Location); got.Hour() > 1 || (c.Period == Month && got.Day() != 1) {
+				t.Fatalf("%v: a period starts at %s", c, got)
+			}
+		}
+	}
+}
+
+// TestCalendarStep: the quota holds per period and resets exactly at the
+// period's end; a state of an earlier period reads as fresh; a lowered
+// limit refuses what the period already spent.
+func TestCalendarStep(t *testing.T) {
+	berlin := loadLoc(t, "Europe/Berlin")
+	c := Calendar{Day, berlin}
+	p := core.Policy{Name: "day", Limit: 3, Window: 24 * time.Hour}
+	midnight := time.Date(2026, 3, 29, 0, 0, 0, 0, berlin).UnixMicro()
+	var state []byte
+	step := func(now, n int64) core.Decision {
+		next, _, d := c.Step(state, now, n, &p)
+		if next != nil {
+			state = next
+		}
+		return d
+	}
+	for i := range 3 {
+		if d := step(midnight-3+int64(i), 1); !d.Allowed || d.Remaining != int64(2-i) {
+			t.Fatalf("call %d before midnight: %+v", i, d)
+		}
+	}
+	d := step(midnight-1, 1)
+	if d.Allowed || d.RetryAfter != time.Microsecond {
+		t.Fatalf("4th call 1µs before midnight: %+v, want refused, RetryAfter 1µs", d)
+	}
+	if d := step(midnight, 3); !d.Allowed || d.Remaining != 0 || d.ResetAfter != 23*time.Hour {
+		t.Fatalf("at midnight: %+v, want 3 admitted, reset after 23h (a spring day)", d)
+	}
+	if d := step(midnight+int64(time.Hour/time.Microsecond), 1); d.Allowed {
+		t.Fatalf("an hour later: %+v, want refused", d)
+	}
+	low := core.Policy{Name: "day", Limit: 2, Window: 24 * time.Hour}
+	if _, _, d := c.Step(state, midnight+5, 1, &low); d.Allowed || d.Remaining != 0 {
+		t.Fatalf("limit lowered to 2 after 3 were admitted: %+v, want refused with 0 remaining", d)
+	}
+	high := core.Policy{Name: "day", Limit: 5, Window: 24 * time.Hour}
+	if _, _, d := c.Step(state, midnight+5, 3, &high); d.Allowed {
+		t.Fatalf("limit raised to 5 after 3: a cost of 3 was admitted (%+v): more than 5 in one day", d)
+	}
+	if _, _, d := c.Step(state, midnight+5, 2, &high); !d.Allowed {
+		t.Fatalf("limit raised to 5 after 3: a cost of 2 was refused (%+v)", d)
+	}
+}

@@ -1,0 +1,214 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// The multi-limit checks (core.Multi): for every algorithm that can be one
+// of several limits, a set of three limits on one identity (the algorithm,
+// a fixed window and a calendar day, each binding in one of the runs),
+// decided by a fleet of Multis on separate clients, concurrentCalls at
+// once:
+//
+//   - no limit ever admits past its bound: the count admitted is exactly
+//     what the Go steps admit, all or nothing, run serially;
+//   - a refused request charges nothing: after the run, a set that holds
+//     only the limits that did not bind still has exactly its quota less
+//     the units admitted (had a refusal charged them, it would have less);
+//   - without a Clock (the server's TIME on the script path) the count
+//     never exceeds the smallest quota.
+
+// multiLimits returns the three limits of alg's set; bind names the one
+// with the smallest quota.
+func multiLimits(t testing.TB, alg core.Algorithm, bind int) []core.Limit {
+	t.Helper()
+	q := [3]int64{40, 40, 40}
+	q[bind] = 20
+	p := core.Policy{Name: "own", Limit: q[0], Window: time.Hour, Burst: q[0], MaxDelay: 30 * time.Minute}
+	return []core.Limit{
+		{Policy: p, Algorithm: alg},
+		{Policy: core.Policy{Name: "window", Limit: q[1], Window: time.Hour}, Algorithm: algorithm.FixedWindow{}},
+		{Policy: core.Policy{Name: "day", Limit: q[2], Window: 24 * time.Hour}, Algorithm: algorithm.Calendar{Period: algorithm.Day, Location: berlin(t)}},
+	}
+}
+
+func berlin(t testing.TB) *time.Location {
+	l, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatalf("time.LoadLocation: %v (install tzdata)", err)
+	}
+	return l
+}
+
+// multiModel is how many of count calls of n at now the Go steps admit, all
+// or nothing, from fresh state.
+func multiModel(limits []core.Limit, now time.Time, n int64, count int) int {
+	states := make([][]byte, len(limits))
+	c := 0
+	for range count {
+		all := true
+		nexts := make([][]byte, len(limits))
+		for i, l := range limits {
+			p := l.Policy
+			next, _, d := l.Algorithm.Step(append([]byte(nil), states[i]...), now.UnixMicro(), n, &p)
+			nexts[i] = next
+			all = all && d.Allowed
+		}
+		if all {
+			c++
+			for i := range nexts {
+				if nexts[i] != nil {
+					states[i] = nexts[i]
+				}
+			}
+		}
+	}
+	return c
+}
+
+func (e *env) multi(t testing.TB, s store.Store, clock core.Clock) *core.Multi {
+	t.Helper()
+	m, err := core.NewMulti(core.MultiConfig{Name: "multi", Store: s, Prefix: keyPrefix, Clock: clock, Timeout: callTimeout, NoScript: !e.script})
+	if err != nil {
+		t.Fatalf("core.NewMulti: %v", err)
+	}
+	return m
+}
+
+// hammerMulti makes calls decisions of n for id at once, spread over fleet.
+func hammerMulti(t testing.TB, fleet []*core.Multi, id string, ls *core.Limits, n int64, calls int) (admittedCount, decided int) {
+	t.Helper()
+	var mu sync.Mutex
+	var other []string
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range calls {
+		m := fleet[i%len(fleet)]
+		wg.Go(func() {
+			<-start
+			var buf [4]core.LimitState
+			d, states, err := m.AllowN(t.Context(), id, ls, n, buf[:0])
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				decided++
+				if d.Allowed {
+					admittedCount++
+				}
+				if len(states) != ls.Len() {
+					other = append(other, fmt.Sprintf("%d limit states for %d limits", len(states), ls.Len()))
+				}
+			case errors.Is(err, core.ErrContention):
+			default:
+				other = append(other, err.Error())
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(other) > 0 {
+		t.Errorf("%d of %d concurrent multi-limit calls failed; first: %s", len(other), calls, other[0])
+	}
+	return admittedCount, decided
+}
+
+// checkMulti runs the multi-limit checks for every algorithm in algs that
+// can be one of several limits.
+func checkMulti(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
+	for _, alg := range algs {
+		if alg == nil {
+			continue
+		}
+		if _, ok := alg.(core.Leaser); ok {
+			continue
+		}
+		t.Run(alg.Name(), func(t *testing.T) {
+			if _, ok := alg.(core.MultiScripted); script && !ok {
+				t.Skipf("%s has no twin in the multi-limit script: the generic path covers it", alg.Name())
+			}
+			e := newEnv(t, h, alg, script)
+			for bind := range 3 {
+				t.Run(fmt.Sprintf("binds-%d", bind), func(t *testing.T) { checkMultiAdmission(t, e, bind) })
+			}
+			t.Run("NoClock", func(t *testing.T) { checkMultiNoClock(t, e) })
+		})
+	}
+}
+
+func checkMultiAdmission(t *testing.T, e *env, bind int) {
+	limits := multiLimits(t, e.alg, bind)
+	ls := core.MustLimits(limits...)
+	for _, n := range []int64{1, 3} {
+		clock := core.NewManualClock(epoch)
+		fleet := make([]*core.Multi, fleetSize)
+		for i := range fleet {
+			fleet[i] = e.multi(t, e.stores[i], clock)
+		}
+		id := fmt.Sprintf("%s#n%d#%d", t.Name(), n, time.Now().UnixNano())
+		calls := concurrentCalls / int(n)
+		got, decided := hammerMulti(t, fleet, id, ls, n, calls)
+		want := multiModel(limits, epoch, n, decided)
+		what := fmt.Sprintf("%s: %d calls of n=%d over %d instances, limit %q binds", e.alg.Name(), calls, n, fleetSize, limits[bind].Policy.Name)
+		if got > want {
+			t.Errorf("%s: OVER-ADMISSION: %d admitted; the limits admit %d", what, got, want)
+		} else if got < want {
+			t.Errorf("%s: %d admitted; the limits admit exactly %d", what, got, want)
+		}
+		// A refused request charged nothing: the limits that did not bind
+		// still have their quota less what was admitted.
+		var rest []core.Limit
+		for i, l := range limits {
+			if i != bind {
+				rest = append(rest, l)
+			}
+		}
+		rs := core.MustLimits(rest...)
+		more, _ := hammerMulti(t, fleet[:1], id, rs, n, calls)
+		wantMore := multiModel(rest, epoch, n, got+calls) - got
+		if more != wantMore {
+			t.Errorf("%s: after the run the other limits admitted %d more calls, want %d: a refused request was charged (or a charge lost)", what, more, wantMore)
+		}
+	}
+}
+
+func checkMultiNoClock(t *testing.T, e *env) {
+	limits := multiLimits(t, e.alg, 0)
+	// Long windows: the run cannot see a refill. The calendar's day may
+	// roll during the run; it then admits a second day's quota, which the
+	// own limit (binding) still holds.
+	limits[0].Policy.Window = core.MaxWindow
+	limits[1].Policy.Window = core.MaxWindow
+	ls := core.MustLimits(limits...)
+	fleet := make([]*core.Multi, fleetSize)
+	for i := range fleet {
+		fleet[i] = e.multi(t, e.stores[i], nil)
+	}
+	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
+	got, decided := hammerMulti(t, fleet, id, ls, 1, concurrentCalls)
+	if q := ls.Quota(); int64(got) > q {
+		t.Errorf("%s: OVER-ADMISSION: %d of %d admitted with no Clock; the smallest quota is %d", e.alg.Name(), got, decided, q)
+	}
+	if decided == concurrentCalls && got == 0 {
+		t.Errorf("%s: nothing admitted from a fresh identity", e.alg.Name())
+	}
+}
+
+// multiAlgs is algs and, when algs is the default set, the calendar.
+func multiAlgs(algs []core.Algorithm) []core.Algorithm {
+	out := append([]core.Algorithm(nil), algs...)
+	for _, a := range algs {
+		if _, ok := a.(algorithm.Calendar); ok {
+			return out
+		}
+	}
+	return append(out, algorithm.Calendar{Period: algorithm.Month, Location: time.UTC})
+}
