@@ -139,4 +139,3 @@ func TestMultiScriptMatchesGoSteps(t *testing.T) {
 		}
 	}
 }
-
