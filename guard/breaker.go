@@ -101,6 +101,12 @@ type BreakerOptions struct {
 	// breaker's lock: it must be fast and must not call the breaker (State
 	// included); hand the change to a channel or an atomic to act on it.
 	OnStateChange func(name string, from, to State)
+	// Timeout is the Config.Timeout of the Limiters over the breaker. A
+	// call that its context's deadline ended is counted as a failure only
+	// when that deadline gave it at least Timeout (less 1 ms): a shorter
+	// one was the caller's own, and the store is not to blame. Zero means
+	// core.DefaultTimeout; negative means every deadline counts.
+	Timeout time.Duration
 }
 
 // Breaker is a circuit breaker around one store (sony/gobreaker). Store
@@ -108,15 +114,16 @@ type BreakerOptions struct {
 //
 // What counts: a call that fails with an error matching core.ErrUnavailable
 // is a failure (a refused or broken connection, a deadline, an outcome
-// unknown), except when the caller's own context was cancelled (the caller
-// left; the store is not to blame) and except core.ErrContention (a CAS loop
-// that lost races to a store that answers). A deadline counts, whoever set
-// it: a store that cannot answer within the deadline it was given is
-// failing its callers. Every other result is a success: the store answered.
+// unknown), except when the caller's own context ended it (the caller left,
+// or its own deadline, shorter than BreakerOptions.Timeout, passed: the
+// store is not to blame) and except core.ErrContention (a CAS loop that
+// lost races to a store that answers). Every other result is a success:
+// the store answered.
 type Breaker struct {
 	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
 	inner store.Store
 	store store.Store
+	given time.Duration // BreakerOptions.Timeout: a shorter deadline is the caller's
 }
 
 // NewBreaker returns a breaker around s. The store it hands out (Store)
@@ -170,7 +177,10 @@ func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	if f := o.OnStateChange; f != nil {
 		st.OnStateChange = func(name string, from, to gobreaker.State) { f(name, state(from), state(to)) }
 	}
-	b := &Breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st), inner: s}
+	if o.Timeout == 0 {
+		o.Timeout = core.DefaultTimeout
+	}
+	b := &Breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st), inner: s, given: o.Timeout}
 	b.store = wrap(b, s)
 	return b
 }
@@ -198,14 +208,19 @@ var (
 )
 
 // outcome classes a store call's result (see Breaker).
-func outcome(ctx context.Context, err error) error {
+func (b *Breaker) outcome(ctx context.Context, err error, start time.Time) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(ctx.Err(), context.Canceled) && store.IsContextError(err):
-		return errExcluded
 	case errors.Is(err, core.ErrContention), !errors.Is(err, core.ErrUnavailable):
 		return nil
+	case ctx.Err() == nil:
+		return errFailure
+	case errors.Is(ctx.Err(), context.Canceled):
+		return errExcluded // the caller left
+	}
+	if dl, ok := ctx.Deadline(); ok && b.given > 0 && dl.Sub(start) < b.given-time.Millisecond {
+		return errExcluded // the caller's own deadline, shorter than Timeout
 	}
 	return errFailure
 }

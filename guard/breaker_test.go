@@ -186,7 +186,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 	}{
 		{"not unavailable", errors.New("bad script"), nil},
 		{"contention", &store.ContentionError{Attempts: 8}, nil},
-		{"caller cancelled", context.Canceled, func() context.Context {
+		{"caller cancelled", core.UnknownOutcome(context.Canceled), func() context.Context {
 			c, cancel := context.WithCancel(ctx)
 			cancel()
 			return c
@@ -208,18 +208,30 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 			}
 		})
 	}
-	t.Run("deadline counts", func(t *testing.T) {
+	t.Run("the limiter's deadline counts", func(t *testing.T) {
 		f := newFlaky()
-		f.set(store.UnknownOutcome(context.DeadlineExceeded))
-		br := guard.NewBreaker(f, nil)
+		f.hold = make(chan struct{}) // a stall
+		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: 20 * time.Millisecond})
 		for range guard.DefaultConsecutiveFailures {
-			dctx, cancel := context.WithTimeout(ctx, time.Nanosecond)
-			<-dctx.Done()
-			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
+			dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
 			cancel()
 		}
 		if br.State() != guard.Open {
-			t.Fatalf("state %v after %d deadlines, want open", br.State(), guard.DefaultConsecutiveFailures)
+			t.Fatalf("state %v after %d calls that met their Timeout, want open", br.State(), guard.DefaultConsecutiveFailures)
+		}
+	})
+	t.Run("a shorter deadline of the caller's does not", func(t *testing.T) {
+		f := newFlaky()
+		f.hold = make(chan struct{})
+		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: time.Second})
+		for range 2 * guard.DefaultConsecutiveFailures {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			cancel()
+		}
+		if br.State() != guard.Closed {
+			t.Fatalf("state %v after callers' own 5 ms deadlines under a 1 s Timeout, want closed", br.State())
 		}
 	})
 }

@@ -21,8 +21,9 @@ func (w base) Update(ctx context.Context, key store.Key, m store.Mutation) error
 	if err != nil {
 		return errRefused
 	}
+	start := time.Now()
 	err = w.s.Update(ctx, key, m)
-	done(outcome(ctx, err))
+	done(w.b.outcome(ctx, err, start))
 	return err
 }
 
@@ -36,8 +37,9 @@ func (w runner) RunScript(ctx context.Context, s *store.Script, key store.Key, a
 	if err != nil {
 		return store.ScriptResult{}, errRefused
 	}
+	start := time.Now()
 	r, err := w.r.RunScript(ctx, s, key, args)
-	done(outcome(ctx, err))
+	done(w.b.outcome(ctx, err, start))
 	return r, err
 }
 
@@ -51,8 +53,9 @@ func (w deleter) Delete(ctx context.Context, key store.Key) error {
 	if err != nil {
 		return errRefused
 	}
+	start := time.Now()
 	err = w.d.Delete(ctx, key)
-	done(outcome(ctx, err))
+	done(w.b.outcome(ctx, err, start))
 	return err
 }
 
