@@ -1,0 +1,351 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/region"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// cutStore is a coordinator a region may be cut off from.
+type cutStore struct {
+	s   store.Store
+	cut *atomic.Bool
+}
+
+func (c cutStore) Update(ctx context.Context, k store.Key, m store.Mutation) error {
+	if c.cut.Load() {
+		return &store.Error{Op: "update", Err: errors.New("partitioned")}
+	}
+	return c.s.Update(ctx, k, m)
+}
+
+// sim drives regions under one manual clock, in steps of 10 ms: each region
+// is offered its demand (units per second) and syncs every period, the
+// regions' syncs spread over the period. admitted[w][i] counts what region
+// i admitted in the aligned window w.
+type sim struct {
+	t        *testing.T
+	clk      *core.ManualClock
+	start    time.Time
+	regions  []*region.Region
+	cut      []*atomic.Bool
+	period   time.Duration
+	window   time.Duration
+	limit    int64
+	owed     []float64
+	admitted map[int64][]int64
+	demanded map[int64][]int64
+}
+
+const step = 10 * time.Millisecond
+
+func newSim(t *testing.T, mode region.Mode, limit int64, n int, tweak func(*region.Config)) *sim {
+	t.Helper()
+	// A time that is a whole number of windows since the epoch, so windows
+	// are counted from 0.
+	clk := core.NewManualClock(time.Unix(1_800_000_000, 0))
+	s := &sim{t: t, clk: clk, start: clk.Now(), period: 200 * time.Millisecond, window: time.Second, limit: limit,
+		owed: make([]float64, n), admitted: map[int64][]int64{}, demanded: map[int64][]int64{}}
+	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+	var members []region.Member
+	for i := range n {
+		members = append(members, region.Member{Name: fmt.Sprintf("r%d", i), Weight: 1})
+	}
+	for i := range n {
+		cut := &atomic.Bool{}
+		cfg := region.Config{
+			Mode: mode, Region: members[i].Name, Members: members,
+			Limiter: core.Config{
+				Policy:    core.Policy{Name: "api", Limit: limit, Window: s.window},
+				Algorithm: algorithm.FixedWindow{},
+				Store:     memory.New(&memory.Options{Clock: clk, SweepInterval: -1}),
+				Clock:     clk,
+			},
+			Coordinator: cutStore{s: coord, cut: cut},
+			SyncPeriod:  s.period,
+			Clock:       clk,
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		r, err := region.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.regions = append(s.regions, r)
+		s.cut = append(s.cut, cut)
+	}
+	return s
+}
+
+// run advances d, offering demand(i, elapsed) units per second to region i.
+func (s *sim) run(d time.Duration, demand func(i int, at time.Duration) float64) {
+	s.t.Helper()
+	ctx := context.Background()
+	n := len(s.regions)
+	for end := s.clk.Now().Add(d); s.clk.Now().Before(end); s.clk.Advance(step) {
+		at := s.clk.Now().Sub(s.start)
+		for i, r := range s.regions {
+			if (at+time.Duration(i)*s.period/time.Duration(n))%s.period < step {
+				_ = r.Sync(ctx) // a cut region's error is the point of the test
+			}
+		}
+		w := int64(at / s.window)
+		if s.admitted[w] == nil {
+			s.admitted[w], s.demanded[w] = make([]int64, n), make([]int64, n)
+		}
+		for i, r := range s.regions {
+			s.owed[i] += demand(i, at) * step.Seconds()
+			for ; s.owed[i] >= 1; s.owed[i]-- {
+				s.demanded[w][i]++
+				d, err := r.Allow(ctx, "global")
+				if err != nil {
+					s.t.Fatalf("%s: %v", r.Name(), err)
+				}
+				if d.Allowed {
+					s.admitted[w][i]++
+				}
+			}
+		}
+	}
+}
+
+// total is the global count admitted in window w.
+func (s *sim) total(w int64) int64 {
+	var t int64
+	for _, a := range s.admitted[w] {
+		t += a
+	}
+	return t
+}
+
+// worst is the most any window admitted, and which.
+func (s *sim) worst() (int64, int64) {
+	var most, at int64
+	for w := range s.admitted {
+		if t := s.total(w); t > most {
+			most, at = t, w
+		}
+	}
+	return most, at
+}
+
+// shift offers 3·limit/s to region 0 for the first half, then to region 1;
+// region 2 is quiet.
+func shift(limit int64, half time.Duration) func(int, time.Duration) float64 {
+	return func(i int, at time.Duration) float64 {
+		switch {
+		case i == 0 && at < half, i == 1 && at >= half:
+			return 3 * float64(limit)
+		}
+		return 0
+	}
+}
+
+func TestStaticSplitEnforcesWeights(t *testing.T) {
+	s := newSim(t, region.Static, 100, 3, func(c *region.Config) {
+		c.Members = []region.Member{{Name: "r0", Weight: 2}, {Name: "r1", Weight: 1}, {Name: "r2", Weight: 1}}
+	})
+	for i, want := range []int64{50, 25, 25} {
+		if got := s.regions[i].Allowance(); got != want {
+			t.Errorf("%s: allowance %d, want %d", s.regions[i].Name(), got, want)
+		}
+	}
+	s.run(3*time.Second, func(int, time.Duration) float64 { return 200 })
+	for w := range int64(3) {
+		for i, want := range []int64{50, 25, 25} {
+			if got := s.admitted[w][i]; got != want {
+				t.Errorf("window %d, %s: admitted %d, want %d", w, s.regions[i].Name(), got, want)
+			}
+		}
+	}
+}
+
+func TestStaticSplitWastesWhatAQuietRegionHolds(t *testing.T) {
+	s := newSim(t, region.Static, 90, 3, nil)
+	s.run(2*time.Second, shift(90, time.Second))
+	for w := range int64(2) {
+		if got := s.total(w); got != 30 {
+			t.Errorf("window %d: admitted %d, want 30 (one region's share)", w, got)
+		}
+	}
+}
+
+func TestSlackAdmitsTheLimitInEveryRegion(t *testing.T) {
+	s := newSim(t, region.Slack, 100, 3, nil)
+	s.run(2*time.Second, func(int, time.Duration) float64 { return 300 })
+	for w := range int64(2) {
+		if got, bound := s.total(w), int64(3*100); got != bound {
+			t.Errorf("window %d: admitted %d, want the worst case N × Limit = %d", w, got, bound)
+		}
+	}
+}
+
+func TestSyncedFollowsDemandWithinTheLimit(t *testing.T) {
+	const limit = 100
+	s := newSim(t, region.Synced, limit, 3, nil)
+	s.run(12*time.Second, shift(limit, 6*time.Second))
+	for w := int64(0); w < 12; w++ {
+		if got := s.total(w); got > limit {
+			t.Errorf("window %d: admitted %d > limit %d (%v)", w, got, limit, s.admitted[w])
+		}
+	}
+	// Once the shares have followed the demand (a few periods, plus Hold
+	// after the shift), the busy region gets all but the others' floors:
+	// floors are 100/12 = 8 each.
+	for _, w := range []int64{3, 4, 5, 9, 10, 11} {
+		if got := s.total(w); got < limit-2*8-3 {
+			t.Errorf("window %d: admitted %d, want at least %d (%v)", w, got, limit-2*8-3, s.admitted[w])
+		}
+	}
+}
+
+// Without the hold, a region that lowers its allowance hands it over at
+// once, and a window may count both: the bound of the package doc,
+// Limit + (Limit − Σ floors), is reached, never passed.
+func TestSyncedWithoutHoldOverAdmitsWithinTheBound(t *testing.T) {
+	const limit = 100
+	s := newSim(t, region.Synced, limit, 3, func(c *region.Config) { c.Hold = -1 })
+	s.run(8*time.Second, shift(limit, 4200*time.Millisecond))
+	most, w := s.worst()
+	if most <= limit {
+		t.Fatalf("worst window admitted %d: the shift should have over-admitted without a hold", most)
+	}
+	if bound := int64(limit + (limit - 3*8)); most > bound {
+		t.Errorf("window %d admitted %d > bound %d (%v)", w, most, bound, s.admitted[w])
+	}
+}
+
+func TestPartitionedRegionKeepsItsAllowanceThenItsFloor(t *testing.T) {
+	const limit = 100
+	s := newSim(t, region.Synced, limit, 3, nil)
+	busy := func(i int, _ time.Duration) float64 {
+		if i == 0 {
+			return 300
+		}
+		return 0
+	}
+	s.run(3*time.Second, busy)
+	r0 := s.regions[0]
+	before := r0.Allowance()
+	if before < limit-2*8-3 {
+		t.Fatalf("busy region's allowance %d before the partition", before)
+	}
+	s.cut[0].Store(true)
+	// Lease is (Hold/period + 4)·period = 1.8 s: the region keeps its
+	// allowance for Lease − Hold − period = 0.6 s after its last sync.
+	s.run(400*time.Millisecond, busy)
+	if got := r0.Allowance(); got != before {
+		t.Errorf("0.4 s into the partition: allowance %d, want %d kept", got, before)
+	}
+	s.run(400*time.Millisecond, busy)
+	if got := r0.Allowance(); got != 8 {
+		t.Errorf("0.8 s into the partition: allowance %d, want the floor 8", got)
+	}
+	// Region 1 takes the dark region's share only after its lease: then
+	// within one period.
+	shiftTo1 := func(i int, _ time.Duration) float64 {
+		if i == 1 {
+			return 300
+		}
+		return 0
+	}
+	s.run(800*time.Millisecond, shiftTo1) // 1.6 s: before the lease ends
+	if got := s.regions[1].Allowance(); got > limit-before {
+		t.Errorf("region 1 took %d before r0's lease ended; r0 held %d", got, before)
+	}
+	s.run(600*time.Millisecond, shiftTo1) // lease (1.8 s after the last read) + one period
+	if got, want := s.regions[1].Allowance(), int64(limit-2*8-3); got < want {
+		t.Errorf("after r0's lease and a period: region 1's allowance %d, want at least %d", got, want)
+	}
+	// r0 returns with demand: it gets its share back as region 1's hold
+	// runs out, never a window above the limit.
+	s.cut[0].Store(false)
+	both := func(i int, _ time.Duration) float64 {
+		if i < 2 {
+			return 300
+		}
+		return 0
+	}
+	s.run(4*time.Second, both)
+	for w, a := range s.admitted {
+		if got := s.total(w); got > limit {
+			t.Errorf("window %d: admitted %d > limit %d (%v)", w, got, limit, a)
+		}
+	}
+	if got := r0.Allowance(); got < 35 {
+		t.Errorf("returned region's allowance %d after 4 s of equal demand, want about 42", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	base := func() region.Config {
+		return region.Config{
+			Mode: region.Synced, Region: "a",
+			Members: []region.Member{{Name: "a"}, {Name: "b"}},
+			Limiter: core.Config{
+				Policy:    core.PerSecond("api", 100),
+				Algorithm: algorithm.GCRA{},
+				Store:     memory.New(nil),
+			},
+			Coordinator: memory.New(nil),
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*region.Config)
+	}{
+		{"unknown region", func(c *region.Config) { c.Region = "x" }},
+		{"no members", func(c *region.Config) { c.Members = nil }},
+		{"duplicate member", func(c *region.Config) { c.Members[1].Name = "a" }},
+		{"bad name", func(c *region.Config) { c.Members[1].Name = "b c" }},
+		{"negative weight", func(c *region.Config) { c.Members[0].Weight = -1 }},
+		{"floors above limit", func(c *region.Config) { c.Members[0].Floor, c.Members[1].Floor = 60, 41 }},
+		{"no coordinator", func(c *region.Config) { c.Coordinator = nil }},
+		{"lease too short", func(c *region.Config) { c.LeasePeriods = 2 }},
+		{"bad policy", func(c *region.Config) { c.Limiter.Policy.Limit = 0 }},
+		{"leases", func(c *region.Config) { c.Limiter.Algorithm = algorithm.Concurrency{} }},
+		{"unknown mode", func(c *region.Config) { c.Mode = 7 }},
+		{"static share of zero", func(c *region.Config) {
+			c.Mode = region.Static
+			c.Limiter.Policy.Limit = 2
+			c.Members = []region.Member{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}, {Name: "c", Weight: 1}}
+		}},
+	} {
+		c := base()
+		tc.edit(&c)
+		if _, err := region.New(c); err == nil {
+			t.Errorf("%s: New accepted %+v", tc.name, c)
+		}
+	}
+	if _, err := region.New(base()); err != nil {
+		t.Errorf("base config: %v", err)
+	}
+}
+
+func TestCostAboveTheAllowanceIsARefusal(t *testing.T) {
+	r, err := region.New(region.Config{
+		Mode: region.Static, Region: "a",
+		Members: []region.Member{{Name: "a"}, {Name: "b"}},
+		Limiter: core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.AllowN(context.Background(), "k", 80)
+	if err != nil || d.Allowed {
+		t.Errorf("AllowN(80) over a share of 50: %+v, %v; want a refusal", d, err)
+	}
+	if _, err := r.AllowN(context.Background(), "k", 101); !errors.Is(err, core.ErrInvalidInput) {
+		t.Errorf("AllowN(101) over the global limit: %v, want ErrInvalidInput", err)
+	}
+}
