@@ -193,6 +193,7 @@ type Multi struct {
 	runner store.MultiScriptRunner
 	skew   int64 // µs; -1 when the store declares none (no clamp)
 	local  bool
+	dl     *Limiter // holds the shared deadline of each granule (deadline.go)
 }
 
 // NewMulti validates cfg and returns a Multi.
@@ -231,6 +232,7 @@ func NewMulti(cfg MultiConfig) (*Multi, error) {
 		m.skew = int64(max(sk.ClockSkew(), 0) / time.Microsecond)
 	}
 	_, m.local = cfg.Store.(interface{ InProcess() })
+	m.dl = &Limiter{cfg: Config{Timeout: cfg.Timeout}, local: m.local}
 	return m, nil
 }
 
@@ -351,14 +353,10 @@ func (m *Multi) now() int64 {
 	return wallMicros()
 }
 
+// deadline is the Limiter's: a context.WithTimeout of a cancellable
+// caller's context, the shared deadline of the granule otherwise.
 func (m *Multi) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if m.local || m.cfg.Timeout <= 0 {
-		return ctx, noCancel
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= m.cfg.Timeout {
-		return ctx, noCancel
-	}
-	return context.WithTimeout(ctx, m.cfg.Timeout)
+	return m.dl.deadline(ctx)
 }
 
 // decide runs one decision on the store and appends each limit's state.

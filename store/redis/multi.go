@@ -14,8 +14,13 @@ var _ store.MultiScriptRunner = (*Store)(nil)
 
 var errMultiKeys = errors.New("sluice/redis: a multi-limit script needs at least one key")
 
-// multiArgs is the argument list of one multi-key script call, pooled.
-type multiArgs struct{ argv []any }
+// multiArgs is the argument list of one multi-key script call, pooled. The
+// integers are passed as pointers into vals, which go-redis writes as
+// their values, so that building the command boxes nothing.
+type multiArgs struct {
+	argv []any
+	vals []int64
+}
 
 var multiArgsPool = sync.Pool{New: func() any { return new(multiArgs) }}
 
@@ -47,8 +52,9 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 	for _, k := range keys {
 		a.argv = append(a.argv, k.String())
 	}
-	for _, v := range args {
-		a.argv = append(a.argv, v)
+	a.vals = append(a.vals[:0], args...)
+	for i := range a.vals {
+		a.argv = append(a.argv, &a.vals[i])
 	}
 	cmd := goredis.NewIntSliceCmd(ctx, a.argv...)
 	err := s.process(ctx, cmd)
