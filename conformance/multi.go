@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -83,29 +84,47 @@ func (e *env) multi(t testing.TB, s store.Store, clock core.Clock) *core.Multi {
 	return m
 }
 
+// decider is one instance's multi-limit decision: whether n units for id
+// are admitted under every limit of ls, and how many limit states it
+// reported.
+type decider func(ctx context.Context, id string, ls *core.Limits, n int64) (allowed bool, states int, err error)
+
+// multiFleet is one core.Multi per client of e, all on clock.
+func multiFleet(t testing.TB, e *env, clock core.Clock) []decider {
+	fleet := make([]decider, fleetSize)
+	for i := range fleet {
+		m := e.multi(t, e.stores[i], clock)
+		fleet[i] = func(ctx context.Context, id string, ls *core.Limits, n int64) (bool, int, error) {
+			var buf [4]core.LimitState
+			d, states, err := m.AllowN(ctx, id, ls, n, buf[:0])
+			return d.Allowed, len(states), err
+		}
+	}
+	return fleet
+}
+
 // hammerMulti makes calls decisions of n for id at once, spread over fleet.
-func hammerMulti(t testing.TB, fleet []*core.Multi, id string, ls *core.Limits, n int64, calls int) (admittedCount, decided int) {
+func hammerMulti(t testing.TB, fleet []decider, id string, ls *core.Limits, n int64, calls int) (admittedCount, decided int) {
 	t.Helper()
 	var mu sync.Mutex
 	var other []string
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range calls {
-		m := fleet[i%len(fleet)]
+		decide := fleet[i%len(fleet)]
 		wg.Go(func() {
 			<-start
-			var buf [4]core.LimitState
-			d, states, err := m.AllowN(t.Context(), id, ls, n, buf[:0])
+			allowed, states, err := decide(t.Context(), id, ls, n)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				decided++
-				if d.Allowed {
+				if allowed {
 					admittedCount++
 				}
-				if len(states) != ls.Len() {
-					other = append(other, fmt.Sprintf("%d limit states for %d limits", len(states), ls.Len()))
+				if states != ls.Len() {
+					other = append(other, fmt.Sprintf("%d limit states for %d limits", states, ls.Len()))
 				}
 			case errors.Is(err, core.ErrContention):
 			default:
@@ -137,22 +156,18 @@ func checkMulti(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
 			}
 			e := newEnv(t, h, alg, script)
 			for bind := range 3 {
-				t.Run(fmt.Sprintf("binds-%d", bind), func(t *testing.T) { checkMultiAdmission(t, e, bind) })
+				t.Run(fmt.Sprintf("binds-%d", bind), func(t *testing.T) { checkMultiAdmission(t, e, bind, multiFleet) })
 			}
 			t.Run("NoClock", func(t *testing.T) { checkMultiNoClock(t, e) })
 		})
 	}
 }
 
-func checkMultiAdmission(t *testing.T, e *env, bind int) {
+func checkMultiAdmission(t testing.TB, e *env, bind int, fleetOf func(testing.TB, *env, core.Clock) []decider) {
 	limits := multiLimits(t, e.alg, bind)
 	ls := core.MustLimits(limits...)
 	for _, n := range []int64{1, 3} {
-		clock := core.NewManualClock(epoch)
-		fleet := make([]*core.Multi, fleetSize)
-		for i := range fleet {
-			fleet[i] = e.multi(t, e.stores[i], clock)
-		}
+		fleet := fleetOf(t, e, core.NewManualClock(epoch))
 		id := fmt.Sprintf("%s#n%d#%d", t.Name(), n, time.Now().UnixNano())
 		calls := concurrentCalls / int(n)
 		got, decided := hammerMulti(t, fleet, id, ls, n, calls)
@@ -180,7 +195,7 @@ func checkMultiAdmission(t *testing.T, e *env, bind int) {
 	}
 }
 
-func checkMultiNoClock(t *testing.T, e *env) {
+func checkMultiNoClock(t testing.TB, e *env) {
 	limits := multiLimits(t, e.alg, 0)
 	// Long windows: the run cannot see a refill. The calendar's day may
 	// roll during the run; it then admits a second day's quota, which the
@@ -188,10 +203,7 @@ func checkMultiNoClock(t *testing.T, e *env) {
 	limits[0].Policy.Window = core.MaxWindow
 	limits[1].Policy.Window = core.MaxWindow
 	ls := core.MustLimits(limits...)
-	fleet := make([]*core.Multi, fleetSize)
-	for i := range fleet {
-		fleet[i] = e.multi(t, e.stores[i], nil)
-	}
+	fleet := multiFleet(t, e, nil)
 	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
 	got, decided := hammerMulti(t, fleet, id, ls, 1, concurrentCalls)
 	if q := ls.Quota(); int64(got) > q {
