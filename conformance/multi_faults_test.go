@@ -68,7 +68,9 @@ func TestLayeredLimitsChargeRefusals(t *testing.T) {
 		t.Run(alg.Name(), func(t *testing.T) {
 			// The binding limit is the calendar day (the last): every
 			// refusal has already charged the first two.
-			r := record(t, func(tb testing.TB) { checkMultiAdmission(tb, newEnv(tb, mk(tb), alg, false), 2, syncFleet(layeredFleet)) })
+			r := record(t, func(tb testing.TB) {
+				checkMultiAdmission(tb, newEnv(tb, mk(tb), alg, false), 2, syncFleet(layeredFleet))
+			})
 			if !r.Failed() || !strings.Contains(r.String(), "a refused request was charged") {
 				t.Errorf("the multi-limit check passed layered limits:\n%s", r)
 			} else {
