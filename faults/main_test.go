@@ -2,7 +2,10 @@ package faults
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -15,11 +18,26 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // TestMain fails the run if any goroutine a test started (a client's pool,
 // a store's background check, a round trip abandoned at its deadline)
-// outlives the tests. Toxiproxy's own toxic stages are left out: a link
-// torn down while toxics are added or removed can leave a stage blocked on
-// a channel nobody reads any more (toxiproxy v2.5.0, toxics/toxic.go); no
-// goroutine of Sluice's or of a client's runs under them.
+// outlives the tests, allowing 3 s for the last ones to end: go-redis's
+// background dialer notices a closed pool within a second. Toxiproxy's own
+// toxic stages are left out: a link torn down while toxics are added or
+// removed can leave a stage blocked on a channel nobody reads any more
+// (toxiproxy v2.5.0, toxics/toxic.go); no goroutine of Sluice's or of a
+// client's runs under them.
 func TestMain(m *testing.M) {
 	goredis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+	code := m.Run()
+	if code == 0 {
+		ignore := goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run")
+		err := goleak.Find(ignore)
+		for deadline := time.Now().Add(3 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			err = goleak.Find(ignore)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,5 +67,49 @@ func TestBreakerRecoveryAfterRestart(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOutageLatencyWithAndWithoutBreaker measures what a call costs while
+// a redis-server is down (killed; the store dials it directly), fail open,
+// with the store bare and behind a Breaker: the breaker must make the
+// median call at least ten times cheaper once it is open.
+func TestOutageLatencyWithAndWithoutBreaker(t *testing.T) {
+	for _, sk := range storeKinds[:2] {
+		t.Run(sk.name, func(t *testing.T) {
+			t.Parallel()
+			median := func(guarded bool) time.Duration {
+				srv := startRedis(t)
+				s := sk.open(t, []string{srv.Addr}, false)
+				if guarded {
+					s = guard.NewBreaker(s, nil).Store()
+				}
+				l := newMatrixLimiter(t, s, core.FailOpen, nil)
+				ctx := context.Background()
+				if _, err := l.Allow(ctx, "u"); err != nil {
+					t.Fatal(err)
+				}
+				srv.Kill()
+				for range guard.DefaultConsecutiveFailures + 1 { // let a breaker open
+					_, _ = l.Allow(ctx, "u")
+				}
+				var lats []time.Duration
+				for range 15 {
+					start := time.Now()
+					d, err := l.Allow(ctx, "u")
+					lats = append(lats, time.Since(start))
+					if err != nil || !d.Degraded {
+						t.Fatalf("server down: %+v, %v; want a degraded admission", d, err)
+					}
+				}
+				slices.Sort(lats)
+				return lats[len(lats)/2]
+			}
+			bare, guarded := median(false), median(true)
+			t.Logf("%s, server down, fail open: median call %v bare, %v behind a breaker", sk.name, bare, guarded)
+			if guarded*10 > bare && bare > time.Millisecond {
+				t.Errorf("median call behind an open breaker %v, bare %v: want at least ten times cheaper", guarded, bare)
+			}
+		})
 	}
 }
