@@ -19,7 +19,10 @@
 // at least 20 calls in a rolling 10 s window failed; stay open 250 ms, then
 // let 3 probe calls through (half-open); 3 successes close it, one failure
 // opens it for another 250 ms. A restarted store is so used again within
-// Cooldown plus one call of its return.
+// Cooldown plus one call of its return. A deadline counts as a failure when
+// it gave the call at least BreakerOptions.Timeout (default
+// core.DefaultTimeout: set it to the Limiters' Config.Timeout); a shorter
+// one was the caller's own.
 //
 // Observers see the state two ways: Breaker.State, read at any time, and
 // BreakerOptions.OnStateChange, called on every change. The Limiter's
@@ -39,6 +42,14 @@
 //	fleet, _ := guard.NewFleet(&guard.FleetOptions{Store: store})
 //	fb, _ := guard.FleetFallback(core.Config{Policy: p, Algorithm: alg, Store: memory.New(nil)}, fleet)
 //	lim, _ := core.New(core.Config{Policy: p, Algorithm: alg, Store: br.Store(), Failure: core.FailFallback, Fallback: fb})
+//
+// # A pre-filter sized to the fleet
+//
+// PreFilter builds a limiter for core.Config.PreFilter: the global policy
+// scaled to headroom × Limit / N per instance (headroom 2 by default),
+// which refuses floods in process before they cost a round trip. Its doc
+// says how to size it so that it never refuses what the global limit would
+// admit.
 //
 // One breaker guards one store, every key of it: on a Redis Cluster that
 // lost one master of three, a third of the calls fail, which opens the
