@@ -1,6 +1,6 @@
 // Package guard keeps a Limiter quick and honest while its store fails: a
-// circuit breaker around the store (Breaker), and a fallback limiter sized
-// to the fleet (FleetFallback).
+// circuit breaker around the store (Breaker), a fallback limiter sized to
+// the fleet (FleetFallback), and a pre-filter sized alike (PreFilter).
 //
 // # Circuit breaker
 //
