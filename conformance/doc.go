@@ -43,6 +43,30 @@
 // backend directly also implements Inspector, which lets the suite check
 // that nothing was written, that Reset deleted, and that keys expire.
 //
+// # Writing a store
+//
+// What a store implements, and what each word of the contract means (whose
+// clock a TTL is on, what "absent" covers, which error says what), is the
+// package doc of package store: go doc github.com/sluicehq/sluice/store.
+// A complete store to start from, about a hundred lines over a table of
+// versioned rows made atomic by store.CASUpdate, with the harness and the
+// test that puts it through Run, is this package's example_store_test.go:
+//
+//  1. Implement store.Store's Update as one atomic read-modify-write of one
+//     key (a lock, a conditional write through store.CASUpdate, or one
+//     server-side script). Read an expired key as absent, and let a write
+//     replace it.
+//  2. Lengthen each TTL by the largest clock skew of the fleet when the
+//     Limiters' clocks decide (every store but a script on the server's
+//     clock), and say so with store.ClockSkewer.
+//  3. Return errors that match core.ErrUnavailable, and
+//     store.UnknownOutcome only when the write may have happened.
+//  4. Add store.Deleter (Reset) and store.Closer if you can; a
+//     store.ScriptRunner if your server runs the Lua twins.
+//  5. Call Run from your store's test with a Harness that hands out
+//     independent clients, declares Capabilities (scripts; a clock skew,
+//     or one clock), and, if it can look into the backend, is an Inspector.
+//
 // # What Run checks
 //
 // For every algorithm the harness declares (all seven of package algorithm
