@@ -143,11 +143,8 @@ func (c Calendar) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time
 	now = min(max(now, 0), bkMaxNow)
 	_, start, stop, after := c.Bounds(now)
 	used := int64(0)
-	if len(state) == calState {
-		s := int64(binary.BigEndian.Uint64(state))
-		u := int64(binary.BigEndian.Uint64(state[8:]))
+	if s, u, ok := calDecode(state); ok {
 		switch {
-		case u < 0 || u > core.MaxLimit:
 		case s == start:
 			used = u
 		case s == stop:
@@ -164,12 +161,7 @@ func (c Calendar) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time
 	limit := p.Limit
 	if n >= 1 && n <= limit && used+n <= limit {
 		used += n
-		next := state[:0]
-		if cap(next) < calState {
-			next = make([]byte, 0, calState)
-		}
-		next = binary.BigEndian.AppendUint64(next, uint64(start))
-		next = binary.BigEndian.AppendUint64(next, uint64(used))
+		next := calEncode(state, start, used)
 		return next, core.Micros(ttl), core.Decision{Allowed: true, Limit: limit, Remaining: limit - used, ResetAfter: core.Micros(ttl)}
 	}
 	d := core.Decision{Limit: limit, Remaining: max(limit-used, 0)}
@@ -191,4 +183,19 @@ func (c Calendar) AppendMultiArgs(dst []int64, p *core.Policy, hint, n int64) []
 	prev, start, next, after := c.Bounds(min(max(hint, 0), bkMaxNow))
 	return append(dst, multiCalendar, n, p.Limit, p.WindowMicros(), p.Capacity(), p.IntervalMicros(), p.MaxDelayMicros(),
 		prev, start, next, after)
+}
+
+func calDecode(state []byte) (start, used int64, ok bool) {
+	if len(state) != calState {
+		return 0, 0, false
+	}
+	start = int64(binary.BigEndian.Uint64(state))
+	used = int64(binary.BigEndian.Uint64(state[8:]))
+	return start, used, start >= 0 && start <= bkMaxNow && used >= 0 && used <= core.MaxLimit
+}
+
+func calEncode(buf []byte, start, used int64) []byte {
+	b := stateBuf(buf, calState)
+	b = binary.BigEndian.AppendUint64(b, uint64(start))
+	return binary.BigEndian.AppendUint64(b, uint64(used))
 }

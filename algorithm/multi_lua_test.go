@@ -102,8 +102,8 @@ func TestMultiScriptMatchesGoSteps(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d step %d: EVAL: %v", round, step, err)
 			}
-			if len(v) != 6*k {
-				t.Fatalf("reply has %d integers, want %d", len(v), 6*k)
+			if len(v) != 6*k+1 || v[6*k] != now {
+				t.Fatalf("reply %v: want %d integers ending in now %d", v, 6*k+1, now)
 			}
 			all := true
 			nexts := make([][]byte, k)

@@ -58,7 +58,8 @@ type limitKeys struct {
 // writes every limit's new state only when all admit. The script's ARGV
 // are now (µs; 0 reads the server's TIME), the number of limits k, then
 // for each limit the values AppendMultiArgs appends. Its reply is six
-// integers per limit (store.ScriptResult's convention).
+// integers per limit (store.ScriptResult's convention), then the time it
+// decided at (µs).
 type MultiScripted interface {
 	MultiScript() *store.Script
 	// AppendMultiArgs appends one limit's arguments for a cost of n. hint
@@ -259,15 +260,23 @@ func (m *Multi) Allow(ctx context.Context, identity string, limits *Limits, stat
 // could not decide and Failure is FailClosed; ctx.Err() when ctx ends
 // first.
 func (m *Multi) AllowN(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, error) {
+	d, states, _, err := m.allow(ctx, identity, limits, n, states)
+	return d, states, err
+}
+
+// allow is AllowN, and the time the decision was made at (µs, the store's
+// clock: the server's on the script path), for a refund of its charge.
+func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, int64, error) {
 	states = states[:0]
+	var at int64
 	if err := m.checkInput(identity, limits, n); err != nil {
-		return Decision{}, states, err
+		return Decision{}, states, 0, err
 	}
 	var start time.Time
 	if m.cfg.Observer != nil {
 		start = time.Now()
 	}
-	states, err := m.decide(ctx, identity, limits, n, states)
+	states, err := m.decide(ctx, identity, limits, n, states, &at)
 	var d Decision
 	storeErr := err
 	if err != nil {
@@ -283,13 +292,14 @@ func (m *Multi) AllowN(ctx context.Context, identity string, limits *Limits, n i
 		}
 		if err != nil {
 			m.observe(d, err, start)
-			return Decision{}, states[:0], err
+			return Decision{}, states[:0], 0, err
 		}
+		at = 0 // fail open charged nothing
 	} else {
 		d = constraining(states)
 	}
 	m.observe(d, eventErr(err, storeErr, d), start)
-	return d, states, err
+	return d, states, at, err
 }
 
 func (m *Multi) observe(d Decision, err error, start time.Time) {
@@ -360,11 +370,11 @@ func (m *Multi) deadline(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // decide runs one decision on the store and appends each limit's state.
-func (m *Multi) decide(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) ([]LimitState, error) {
+func (m *Multi) decide(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState, at *int64) ([]LimitState, error) {
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
 	if m.runner != nil && limits.script != nil {
-		return m.script(ctx, identity, limits, n, states)
+		return m.script(ctx, identity, limits, n, states, at)
 	}
 	mu := multiPool.Get().(*multiMutation)
 	mu.m, mu.ls, mu.n, mu.states = m, limits, n, states[:0]
@@ -373,6 +383,7 @@ func (m *Multi) decide(ctx context.Context, identity string, limits *Limits, n i
 	err := m.cfg.Store.Update(ctx, store.Key{Namespace: m.ns, Identity: identity}, mu)
 	states = mu.states
 	applied := mu.applied
+	*at = mu.now
 	mu.m, mu.ls, mu.states = nil, nil, nil
 	multiPool.Put(mu)
 	if err == nil && !applied {
@@ -402,7 +413,7 @@ type scriptBufs struct {
 
 var scriptPool = sync.Pool{New: func() any { return new(scriptBufs) }}
 
-func (m *Multi) script(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) ([]LimitState, error) {
+func (m *Multi) script(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState, at *int64) ([]LimitState, error) {
 	b := scriptPool.Get().(*scriptBufs)
 	defer scriptPool.Put(b)
 	ns := m.namespaces(limits)
@@ -426,9 +437,10 @@ func (m *Multi) script(ctx context.Context, identity string, limits *Limits, n i
 	if err != nil {
 		return states, err
 	}
-	if len(reply) != 6*len(limits.ls) {
+	if len(reply) != 6*len(limits.ls)+1 {
 		return states, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice: a multi-limit script replied %d integers for %d limits", len(reply), len(limits.ls)))}
 	}
+	*at = reply[6*len(limits.ls)]
 	allowed := true
 	for i := range limits.ls {
 		l := &limits.ls[i]

@@ -10,7 +10,8 @@
 -- per limit WIDTH values: algorithm id, n, limit, window, burst, interval,
 -- max delay, then four times for the calendar (the starts of the period
 -- before the client's, of the client's, of the next, and the next's end).
--- Reply: six integers per limit, as every twin replies.
+-- Reply: six integers per limit, as every twin replies, then now (the
+-- decision's time, which a refund of its charge names).
 --
 -- How a step runs without writing: it gets a stand-in for `redis` whose
 -- call and pcall pass reads through and record writes. Every twin reads
@@ -71,4 +72,5 @@ if all then
 		end
 	end
 end
+out[#out + 1] = now
 return out

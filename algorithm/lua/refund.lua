@@ -1,0 +1,125 @@
+-- Refunds: the Lua twin of the Refund methods of package algorithm (see
+-- refund.go), for several limits of one identity in one script. Each
+-- limit's units charged at `at` (the decision's time, as the charging
+-- script reported it: the server's clock) go back, never more than the
+-- key holds, never into another window than the one charged, never above
+-- capacity. Every state is the one its twin writes.
+--
+-- KEYS[i] the key of limit i. ARGV[1] now in µs, or "0" to read the
+-- server's TIME; ARGV[2] the number of limits k; ARGV[3] at; then per limit
+-- the multi-limit script's eleven values (algorithm id, n, limit, window,
+-- burst, interval, max delay, and for the calendar the period boundaries
+-- computed around at), then the limit's mark (core.Refunder.Mark: the
+-- bucket's tokens, or its TAT or drain time, right after the charge).
+-- Reply: the units refunded to each limit.
+
+local WIDTH = 12
+local now = clock(ARGV[1])
+local k = tonumber(ARGV[2])
+local at = tonumber(ARGV[3])
+if not k or k < 1 or #KEYS ~= k or #ARGV ~= 3 + k * WIDTH then
+	return redis.error_reply('sluice: refund script: bad arguments')
+end
+local MAXEXACT = 9007199254740991
+local MAXTIME = 4573968371548159 -- the buckets' latest stored time
+
+local function int(x) return string.format('%d', x) end
+
+-- An integer state, or nil: a key of another type or a malformed string
+-- reads as absent, and an absent key has nothing to give back.
+local function getint(key)
+	local v = redis.pcall('GET', key)
+	if type(v) ~= 'string' or not string.find(v, '^%d+$') then return nil end
+	local x = tonumber(v)
+	if x > MAXEXACT then return nil end
+	return x
+end
+
+-- A count kept as v = start + used - 1 (fixed window, calendar), in the
+-- window [start, stop) that was charged.
+local function counted(key, n, start, stop)
+	local v = getint(key)
+	if not v or v < start or v >= stop or now >= stop then return 0 end
+	local used = v - start + 1
+	local r = math.min(n, used)
+	if used == r then
+		redis.call('DEL', key)
+	else
+		redis.call('SET', key, int(v - r), 'KEEPTTL')
+	end
+	return r
+end
+
+-- A time that moves back by the charge's intervals that still lie ahead of
+-- now (mark: the time right after the charge), never before now (GCRA's
+-- TAT, the leaky bucket's drain).
+local function timed(key, n, iv, mark)
+	local t = getint(key)
+	if not t or t <= now or t > MAXTIME or mark <= now then return 0 end
+	local r = math.min(n, idiv(mark - now, iv), idiv(t - now + iv - 1, iv))
+	if r <= 0 then return 0 end
+	local t2 = math.max(t - r * iv, now)
+	if t2 == now then
+		redis.call('DEL', key)
+	else
+		redis.call('SET', key, int(t2), 'PX', int(idiv(t2 - now + 999, 1000)))
+	end
+	return r
+end
+
+-- Tokens back, never above burst, and no more than the charge still
+-- withholds: without it the bucket would hold mark + n + the refill since,
+-- up to burst.
+local function tokens(key, n, burst, iv, mark)
+	local v = redis.pcall('GET', key)
+	if type(v) ~= 'string' or #v < 17 or string.find(v, '%D') then return 0 end
+	local a, last = tonumber(string.sub(v, 1, -17)) - 1, tonumber(string.sub(v, -16))
+	if a < 0 or last > MAXTIME then return 0 end
+	if a > burst then a = burst end
+	if now > last then
+		local q = idiv(now - last, iv)
+		if q >= burst - a then return 0 end -- full again
+		a = a + q
+		last = last + q * iv
+	end
+	local refill = 0
+	if now > at then refill = math.min(idiv(now - at, iv), burst) end
+	local held = math.min(n, burst - math.min(math.max(mark, 0) + refill, burst))
+	local r = math.min(held, burst - a)
+	if r <= 0 then return 0 end
+	a = a + r
+	if a == burst then
+		redis.call('DEL', key) -- absent is a full bucket
+	else
+		local reset = last + (burst - a) * iv - now
+		redis.call('SET', key, string.format('%d%016d', a + 1, last), 'PX', int(idiv(reset + 999, 1000)))
+	end
+	return r
+end
+
+local out = {}
+for i = 1, k do
+	local b = 3 + (i - 1) * WIDTH
+	local id = tonumber(ARGV[b + 1])
+	local n = tonumber(ARGV[b + 2])
+	local window = tonumber(ARGV[b + 4])
+	local burst = tonumber(ARGV[b + 5])
+	local iv = tonumber(ARGV[b + 6])
+	local mark = tonumber(ARGV[b + 12])
+	local key = KEYS[i]
+	local r = 0
+	if n >= 1 then
+		if id == 1 then -- fixed window
+			local start = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
+			r = counted(key, n, start, start + window)
+		elseif id == 4 then
+			r = tokens(key, n, burst, iv, mark)
+		elseif id == 5 or id == 6 then -- GCRA, leaky bucket
+			r = timed(key, n, iv, mark)
+		elseif id == 7 then -- calendar: the period charged is [c1, c2)
+			r = counted(key, n, tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]))
+		end
+	end
+	out[i] = r
+end
+return out

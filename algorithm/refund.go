@@ -1,0 +1,201 @@
+package algorithm
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Refunds (core.Refunder): giving back units a decision charged, when a
+// later check refused the request they were charged for. A refund never
+// over-admits:
+//
+//   - fixed window, sliding counter, calendar: the units go back only into
+//     the window (period) the charge was counted in, and only while it is
+//     still the key's newest one; at most the units it holds;
+//   - token bucket: tokens go back, never above Burst, and only as many as
+//     the charge still withholds: the refill since the charge would have
+//     filled the bucket up to Burst without it, so a charge whose bucket
+//     has since refilled past Burst − n has less, or nothing, to give back
+//     (the mark is the tokens left right after the charge);
+//   - GCRA, leaky bucket: the theoretical arrival (drain) time moves back
+//     by the intervals of the charge that still lie ahead of now (the mark
+//     is that time right after the charge), never before now;
+//
+// so the state after a refund admits no more than it would had the
+// refunded charge never happened: a refund of an old charge never lets
+// more than the quota through at one instant. The sliding log has no refund: its
+// entries are merged per instant, and taking units back from a member
+// that later admissions counted on would change their sums.
+
+var (
+	_ core.Refunder = FixedWindow{}
+	_ core.Refunder = SlidingCounter{}
+	_ core.Refunder = TokenBucket{}
+	_ core.Refunder = GCRA{}
+	_ core.Refunder = LeakyBucket{}
+	_ core.Refunder = Calendar{}
+)
+
+// Refund gives back up to n units charged at at, if at's window is still
+// the key's window and has not ended.
+func (FixedWindow) Refund(state []byte, now, at, _, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	w := p.WindowMicros()
+	now, at = winClamp(now), winClamp(at)
+	last, used, ok := fwDecode(state)
+	if !ok || n < 1 {
+		return nil, 0, 0
+	}
+	start := last - last%w
+	if at-at%w != start || now >= start+w || used == 0 {
+		return nil, 0, 0
+	}
+	r := min(n, used)
+	return fwEncode(state, last, used-r), core.Micros(max(start+w-now, 1)), r
+}
+
+// Refund gives back up to n units charged at at into the current count,
+// if at's window is the state's newest window and is not yet past being
+// the previous one.
+func (SlidingCounter) Refund(state []byte, now, at, _, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	w := p.WindowMicros()
+	now, at = winClamp(now), winClamp(at)
+	last, prev, cur, ok := scDecode(state)
+	if !ok || n < 1 {
+		return nil, 0, 0
+	}
+	start := last - last%w
+	if at-at%w != start || now >= start+2*w || cur == 0 {
+		return nil, 0, 0
+	}
+	r := min(n, cur)
+	return scEncode(state, last, prev, cur-r), core.Micros(max(start+2*w-now, 1)), r
+}
+
+// Refund gives back up to n tokens, never above Burst, and no more than
+// the charge at at, which left mark tokens, still withholds.
+func (TokenBucket) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	b, t := p.Capacity(), p.IntervalMicros()
+	now, at = bkClamp(now), bkClamp(at)
+	tokens, last, ok := tbDecode(state)
+	if !ok || n < 1 {
+		return nil, 0, 0 // absent: a full bucket
+	}
+	tokens = min(tokens, b)
+	if now > last {
+		if k := (now - last) / t; k >= b-tokens {
+			return nil, 0, 0 // full again
+		} else {
+			tokens += k
+			last += k * t
+		}
+	}
+	// Without the charge, the bucket would hold mark + n + refill, up to
+	// Burst: what it withholds is what the cap has not yet taken.
+	refill := int64(0)
+	if now > at {
+		refill = min((now-at)/t, b)
+	}
+	held := min(n, b-min(max(mark, 0)+refill, b))
+	r := min(held, b-tokens)
+	if r <= 0 {
+		return nil, 0, 0
+	}
+	tokens += r
+	if tokens == b {
+		return tbEncode(state, b, max(now, last)), time.Microsecond, r
+	}
+	return tbEncode(state, tokens, last), core.Micros(max(last+(b-tokens)*t-now, 1)), r
+}
+
+// Mark is the tokens the charge left (its Remaining).
+func (TokenBucket) Mark(d core.Decision, _ int64, _ *core.Policy) int64 { return d.Remaining }
+
+// Refund moves the theoretical arrival time back by the intervals of the
+// charge that still lie ahead of now (mark is the TAT right after the
+// charge), never before now.
+func (GCRA) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	next, ttl, r := timedRefund(state, now, mark, n, p, gcraDecode, gcraEncode)
+	return next, ttl, r
+}
+
+// Mark is the TAT right after the charge.
+func (GCRA) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
+	return at + int64(d.ResetAfter/time.Microsecond)
+}
+
+// Refund moves the drain time back by the intervals of the charge that
+// still lie ahead of now (mark: at most the drain time right after the
+// charge), never before now.
+func (LeakyBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	return timedRefund(state, now, mark, n, p, lbDecode, lbEncode)
+}
+
+// Mark is a lower bound of the drain time right after the charge
+// (ResetAfter leaves out MaxDelay mod Interval): a lower mark refunds less.
+func (LeakyBucket) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
+	return at + int64(d.ResetAfter/time.Microsecond)
+}
+
+func timedRefund(state []byte, now, mark, n int64, p *core.Policy, dec func([]byte) (int64, bool), enc func([]byte, int64) []byte) ([]byte, time.Duration, int64) {
+	t := p.IntervalMicros()
+	now = bkClamp(now)
+	tt, ok := dec(state)
+	if !ok || tt <= now || n < 1 || mark <= now {
+		return nil, 0, 0
+	}
+	r := min(n, (mark-now)/t, (tt-now+t-1)/t)
+	if r <= 0 {
+		return nil, 0, 0
+	}
+	tt = max(tt-r*t, now)
+	return enc(state, tt), core.Micros(max(tt-now, 1)), r
+}
+
+// Mark is 0: a window's refund needs only the charge's time.
+func (FixedWindow) Mark(core.Decision, int64, *core.Policy) int64 { return 0 }
+
+// Mark is 0: a window's refund needs only the charge's time.
+func (SlidingCounter) Mark(core.Decision, int64, *core.Policy) int64 { return 0 }
+
+// Mark is 0: a period's refund needs only the charge's time.
+func (Calendar) Mark(core.Decision, int64, *core.Policy) int64 { return 0 }
+
+// Refund gives back up to n units charged at at, if at's period is still
+// the key's period and has not ended.
+func (c Calendar) Refund(state []byte, now, at, _, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	now, at = min(max(now, 0), bkMaxNow), min(max(at, 0), bkMaxNow)
+	s, u, ok := calDecode(state)
+	if !ok || n < 1 || u == 0 {
+		return nil, 0, 0
+	}
+	_, start, stop, _ := c.Bounds(at)
+	if s != start || now >= stop {
+		return nil, 0, 0
+	}
+	r := min(n, u)
+	return calEncode(state, s, u-r), core.Micros(max(stop-now, 1)), r
+}
+
+// The refund script: lua/refund.lua after the prelude. One script for
+// every set of limits, as the multi-limit script is.
+var refundScript = loadScript("refund")
+
+// RefundScript returns the multi-limit refund script.
+func RefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (FixedWindow) MultiRefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (TokenBucket) MultiRefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (GCRA) MultiRefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (LeakyBucket) MultiRefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (Calendar) MultiRefundScript() *store.Script { return refundScript }

@@ -1,0 +1,350 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// Refunder is implemented by algorithms that can give back units a
+// decision charged (package algorithm: all but the sliding log and the
+// concurrency limit). Refund gives back up to n units charged at at (µs:
+// the time the charging decision was made, on the clock that made it) to
+// state at now, and reports how many it gave back. It must never
+// over-admit: never restore more than the state holds of the charge,
+// never into another window than the one charged, never above capacity,
+// so that the state after a refund admits no more than it would had the
+// refunded charge never happened. A nil next means nothing to write
+// (nothing refunded).
+//
+// Mark returns what Refund needs to know of the charging decision d made
+// at at beyond its time (a bucket's level right after it); the Limiter
+// keeps it in the Receipt and passes it to Refund as mark.
+type Refunder interface {
+	Mark(d Decision, at int64, p *Policy) int64
+	Refund(state []byte, now, at, mark, n int64, p *Policy) (next []byte, ttl time.Duration, refunded int64)
+}
+
+// RefundScripted is implemented by algorithms whose Refund has a Lua twin
+// in a refund script over several keys (package algorithm's RefundScript):
+// its ARGV are now (0 reads the server's TIME), the number of limits k, at,
+// then for each limit its AppendMultiArgs values for hint at followed by
+// its mark; its reply is the units refunded to each limit.
+type RefundScripted interface {
+	MultiScripted
+	MultiRefundScript() *store.Script
+}
+
+// ErrNotRefunded is returned by Receipt.Refund when nothing can be given
+// back: the receipt is spent, or no limit's algorithm can refund on the
+// store's path.
+var ErrNotRefunded = errors.New("sluice: nothing to refund")
+
+// Receipt is what an admitted charge (Limiter.Charge, Multi.Charge) leaves
+// for a refund: give back some or all of its units when a later check
+// refuses the request they were charged for (a layer of another identity,
+// the application itself). It is safe for concurrent use, and never
+// refunds more units than were charged, however often Refund is called.
+type Receipt struct {
+	l        *Limiter // a Limiter's charge, or
+	m        *Multi   // a Multi's
+	limits   *Limits
+	identity string
+	at       int64
+	mark     int64   // a Limiter's charge: its algorithm's Mark
+	marks    []int64 // a Multi's: each limit's Mark
+	n        int64
+	left     atomic.Int64
+}
+
+// N is the units the receipt's charge took.
+func (r *Receipt) N() int64 { return r.n }
+
+// Left is the units that may still be refunded.
+func (r *Receipt) Left() int64 { return r.left.Load() }
+
+// take reserves up to n units of the receipt for a refund.
+func (r *Receipt) take(n int64) int64 {
+	for {
+		left := r.left.Load()
+		k := min(n, left)
+		if k <= 0 || r.left.CompareAndSwap(left, left-k) {
+			return max(k, 0)
+		}
+	}
+}
+
+// Refund gives back up to n of the receipt's units, and reports how many
+// every limit took back (the fewest, when a charge spanned several
+// limits: each limit gives back only what its state still holds of the
+// charge, and nothing once its window has ended). Units once handed to a
+// refund are spent, whatever the store answers, so a receipt never
+// restores more than it charged. Errors: ErrNotRefunded when nothing is
+// left or no limit can refund on the store's path; the store's error
+// (ErrUnavailable) when it could not decide.
+func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
+	if r == nil || n < 1 {
+		return 0, ErrNotRefunded
+	}
+	k := r.take(n)
+	if k == 0 {
+		return 0, ErrNotRefunded
+	}
+	if r.l != nil {
+		return r.l.refund(ctx, r, k)
+	}
+	return r.m.refund(ctx, r, k)
+}
+
+// Charge is AllowN for a request that a later check may still refuse:
+// an admission also returns a Receipt, whose Refund gives the units back.
+// A refusal, a degraded decision (the failure policy's) and a shadow
+// admission charge nothing and return no Receipt. When the algorithm
+// cannot refund (Refunder), or on a script store whose multi-limit
+// script cannot run it (RefundScripted, store.MultiScriptRunner), Charge
+// is AllowN and returns no Receipt. Charge does not consult the deny cache
+// or the pre-filter.
+func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decision, *Receipt, error) {
+	_, refunds := l.alg.(Refunder)
+	ms, scripted := l.alg.(RefundScripted)
+	mr, multi := l.cfg.Store.(store.MultiScriptRunner)
+	if !refunds || l.leaser != nil || (l.runner != nil && !(scripted && multi)) {
+		d, err := l.AllowN(ctx, identity, n)
+		return d, nil, err
+	}
+	if err := l.check(identity, n); err != nil {
+		return Decision{}, nil, err
+	}
+	var start time.Time
+	if l.cfg.Observer != nil {
+		start = time.Now()
+	}
+	key := store.Key{Namespace: l.ns, Identity: identity}
+	var d Decision
+	var at int64
+	var err error
+	if l.runner != nil {
+		d, at, err = l.chargeScript(ctx, key, n, ms, mr)
+	} else {
+		d, at, err = l.chargeUpdate(ctx, key, n)
+	}
+	charged := err == nil && d.Allowed
+	d, err = l.settle(ctx, identity, n, d, err, start)
+	if !charged || err != nil {
+		return d, nil, err
+	}
+	r := &Receipt{l: l, identity: identity, at: at, n: n, mark: l.alg.(Refunder).Mark(d, at, &l.p)}
+	r.left.Store(n)
+	return d, r, nil
+}
+
+// chargeScript decides on the server with the multi-limit script over the
+// Limiter's one key (its twin writes the state the Limiter's own script
+// writes), which also reports the server's time.
+func (l *Limiter) chargeScript(ctx context.Context, key store.Key, n int64, ms MultiScripted, mr store.MultiScriptRunner) (Decision, int64, error) {
+	ctx, cancel := l.deadline(ctx)
+	defer cancel()
+	hint := l.now()
+	var now int64
+	if l.cfg.Clock != nil {
+		now = hint
+	}
+	var argBuf [13]int64
+	var replyBuf [7]int64
+	args := ms.AppendMultiArgs(append(argBuf[:0], now, 1), &l.p, hint, n)
+	keys := [1]store.Key{key}
+	reply, err := mr.RunMultiScript(ctx, ms.MultiScript(), keys[:], args, replyBuf[:0])
+	if err != nil {
+		return Decision{}, 0, err
+	}
+	if len(reply) != 7 {
+		return Decision{}, 0, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice: a multi-limit script replied %d integers for 1 limit", len(reply)))}
+	}
+	return ScriptDecision(store.ScriptResult(reply[:6])), reply[6], nil
+}
+
+// chargeUpdate is do's generic path, keeping the time the decision was
+// made at (the last attempt's, on a compare-and-swap store).
+func (l *Limiter) chargeUpdate(ctx context.Context, key store.Key, n int64) (Decision, int64, error) {
+	ctx, cancel := l.deadline(ctx)
+	defer cancel()
+	m := mutationPool.Get().(*mutation)
+	m.l, m.alg, m.leaser, m.p, m.n, m.lease, m.op = l, l.step, nil, &l.p, n, 0, store.OpTake
+	m.d = Decision{}
+	m.now = l.now()
+	err := l.cfg.Store.Update(ctx, key, m)
+	d, at := m.d, m.now
+	m.l, m.alg, m.leaser, m.p = nil, nil, nil, nil
+	mutationPool.Put(m)
+	return d, at, err
+}
+
+func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error) {
+	ctx, cancel := l.deadline(ctx)
+	defer cancel()
+	key := store.Key{Namespace: l.ns, Identity: r.identity}
+	if l.runner != nil {
+		ms, _ := l.alg.(RefundScripted)
+		mr, _ := l.cfg.Store.(store.MultiScriptRunner)
+		var now int64
+		if l.cfg.Clock != nil {
+			now = l.now()
+		}
+		var argBuf [15]int64
+		args := append(ms.AppendMultiArgs(append(argBuf[:0], now, 1, r.at), &l.p, r.at, n), r.mark)
+		keys := [1]store.Key{key}
+		var replyBuf [1]int64
+		reply, err := mr.RunMultiScript(ctx, ms.MultiRefundScript(), keys[:], args, replyBuf[:0])
+		if err != nil || len(reply) != 1 {
+			return 0, refundError(err, len(reply), 1)
+		}
+		return reply[0], nil
+	}
+	rm := &refundMutation{now: l.now(), at: r.at, n: n, clock: l.now}
+	rm.one = &refundLimit{alg: l.alg.(Refunder), p: &l.p, mark: r.mark}
+	if err := l.cfg.Store.Update(ctx, key, rm); err != nil {
+		return 0, err
+	}
+	return rm.one.refunded, nil
+}
+
+func refundError(err error, got, want int) error {
+	if err != nil {
+		return err
+	}
+	return &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice: a refund script replied %d integers for %d limits", got, want))}
+}
+
+type refundLimit struct {
+	alg      Refunder
+	p        *Policy
+	mark     int64
+	refunded int64
+}
+
+// refundMutation gives units back to one state (a Limiter's key) or to
+// the segments of a Multi's item.
+type refundMutation struct {
+	now, at, n int64
+	clock      func() int64
+	one        *refundLimit // a Limiter's key
+	ls         *Limits      // or a Multi's item
+	marks      []int64      // per limit of ls
+	refunded   []int64      // per limit of ls
+}
+
+func (rm *refundMutation) Now() int64 { return rm.now }
+
+func (rm *refundMutation) Retime() { rm.now = rm.clock() }
+
+func (rm *refundMutation) Apply(state []byte) ([]byte, time.Duration) {
+	if rm.one != nil {
+		next, ttl, k := rm.one.alg.Refund(state, rm.now, rm.at, rm.one.mark, rm.n, rm.one.p)
+		rm.one.refunded = k
+		return next, ttl
+	}
+	segs := decodeSegments(state, nil)
+	out := make([]byte, 0, len(state))
+	changed := false
+	var ttl time.Duration
+	for i := range rm.ls.ls {
+		l := &rm.ls.ls[i]
+		seg := findSegment(segs, l.p.Name)
+		rm.refunded[i] = 0
+		if rf, ok := l.alg.(Refunder); ok {
+			next, t, k := rf.Refund(append([]byte(nil), seg...), rm.now, rm.at, rm.marks[i], rm.n, &l.p)
+			if next != nil {
+				seg, changed = next, true
+				rm.refunded[i] = k
+			}
+			ttl = max(ttl, t)
+		}
+		out = appendSegment(out, l.p.Name, seg)
+	}
+	if !changed {
+		return nil, 0
+	}
+	// A segment left as it was keeps its state; the item must outlive the
+	// longest of them, which only the algorithm knows: keep the item at
+	// least as long as any state of the set can live (a longer TTL never
+	// admits more).
+	for i := range rm.ls.ls {
+		p := &rm.ls.ls[i].p
+		ttl = max(ttl, 2*p.Window+24*time.Hour, Micros(p.Capacity()*p.IntervalMicros()+p.MaxDelayMicros()))
+	}
+	return out, ttl
+}
+
+// Charge is AllowN that also returns, for an admission, a Receipt whose
+// Refund gives the units back to every limit (see Limiter.Charge). A
+// refusal or a degraded decision charges nothing and returns no Receipt.
+func (m *Multi) Charge(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, *Receipt, error) {
+	d, states, at, err := m.allow(ctx, identity, limits, n, states)
+	if err != nil || !d.Allowed || d.Degraded {
+		return d, states, nil, err
+	}
+	r := &Receipt{m: m, limits: limits, identity: identity, at: at, n: n, marks: make([]int64, len(limits.ls))}
+	for i := range limits.ls {
+		if rf, ok := limits.ls[i].alg.(Refunder); ok {
+			r.marks[i] = rf.Mark(states[i].Decision, at, &limits.ls[i].p)
+		}
+	}
+	r.left.Store(n)
+	return d, states, r, nil
+}
+
+func (m *Multi) refund(ctx context.Context, r *Receipt, n int64) (int64, error) {
+	ctx, cancel := m.deadline(ctx)
+	defer cancel()
+	ls := r.limits
+	refunded := make([]int64, len(ls.ls))
+	if m.runner != nil && ls.script != nil {
+		var rs *store.Script
+		for i := range ls.ls {
+			if s, ok := ls.ls[i].alg.(RefundScripted); ok {
+				rs = s.MultiRefundScript()
+				break
+			}
+		}
+		if rs == nil {
+			return 0, ErrNotRefunded
+		}
+		ns := m.namespaces(ls)
+		keys := make([]store.Key, len(ls.ls))
+		var now int64
+		if m.cfg.Clock != nil {
+			now = m.now()
+		}
+		args := []int64{now, int64(len(ls.ls)), r.at}
+		for i := range ls.ls {
+			l := &ls.ls[i]
+			keys[i] = store.Key{Namespace: ns[i], Identity: r.identity}
+			args = append(l.ms.AppendMultiArgs(args, &l.p, r.at, n), r.marks[i])
+		}
+		reply, err := m.runner.RunMultiScript(ctx, rs, keys, args, nil)
+		if err != nil || len(reply) != len(ls.ls) {
+			return 0, refundError(err, len(reply), len(ls.ls))
+		}
+		copy(refunded, reply)
+	} else {
+		rm := &refundMutation{now: m.now(), at: r.at, n: n, clock: m.now, ls: ls, marks: r.marks, refunded: refunded}
+		if err := m.cfg.Store.Update(ctx, store.Key{Namespace: m.ns, Identity: r.identity}, rm); err != nil {
+			return 0, err
+		}
+	}
+	least := n
+	any := false
+	for i := range ls.ls {
+		if _, ok := ls.ls[i].alg.(Refunder); ok {
+			least, any = min(least, refunded[i]), true
+		}
+	}
+	if !any {
+		return 0, ErrNotRefunded
+	}
+	return least, nil
+}
