@@ -109,6 +109,8 @@ var checks = []check{
 	{"BadInput", always, checkBadInput},
 	{"Identities", always, checkIdentities},
 	{"Reset", always, checkReset},
+	{"Refunds", refundable, checkRefunds},
+	{"RefundAcrossEdge", refundable, checkRefundEdge},
 }
 
 func pathsOf(c Capabilities) []bool {
