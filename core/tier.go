@@ -1,0 +1,156 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+)
+
+// TierResolver names the tier (plan) of an identity, per request: from a
+// claim the authentication put in the context, a cache of the billing
+// system, a prefix of the API key. An error refuses to decide (the
+// adapters answer 503); an unknown or empty name gets the default tier.
+type TierResolver func(ctx context.Context, identity string) (string, error)
+
+// Tiers is a table of plans (free, pro, enterprise, …), each a set of
+// limits, and a resolver from identity to plan, evaluated per request: one
+// Multi serves every tenant, with no Limiter per tenant. It is safe for
+// concurrent use, and Set replaces the table at runtime (a tenant upgraded,
+// an incident) without a restart and without resetting any counter.
+//
+// Counters are kept per limit name, not per tier: a "minute" limit of
+// the free tier and the "minute" limit of the pro tier count in the same
+// state, so a tenant moved from one to the other keeps what it has spent.
+// So every limit of one name has, in every tier and in every table Set
+// installs, the same algorithm and the same Window (Set refuses a table
+// that changes either: give such a limit a new name); Limit, Burst and
+// MaxDelay may differ. A limit whose Limit (or Burst) changes applies the
+// new value to the state as it stands:
+//
+//   - fixed window, sliding counter, sliding log, calendar: what the
+//     current window (period, trailing window) has admitted counts against
+//     the new Limit: a lowered limit refuses until the count is below it,
+//     a raised one admits up to it;
+//   - token bucket: the tokens left stay (capped at the new Burst) and
+//     refill at the new rate;
+//   - GCRA, leaky bucket: the debt (theoretical arrival or drain time)
+//     stays and is measured against the new Burst and rate.
+//
+// So a change never admits more, in any window, than the larger of the
+// two limits allows there, when one is at least the other in Limit, Burst
+// and MaxDelay, and, for GCRA and the leaky bucket, whose state is a
+// time, in Burst/Limit too (its bucket is as deep in time: tiers that
+// scale Limit and Burst together); the algorithm package's tests prove it
+// for each (TestLimitChangeNeverExceedsTheLarger). A GCRA change from
+// "6/s, burst 6" to "3/s, burst 5" may admit up to 8 at one instant: the
+// debt of 6 units at 1/6 s is 1 s, and the smaller policy tolerates 5/3 s.
+type Tiers struct {
+	resolve TierResolver
+	def     string
+	table   atomic.Pointer[tierTable]
+}
+
+type tierTable struct {
+	sets  map[string]*Limits
+	names []string
+	kinds map[string]limitKind // limit name → what may not change
+}
+
+type limitKind struct {
+	alg    string
+	window int64
+}
+
+// NewTiers checks table (each tier a set of limits, NewLimits) and returns
+// the Tiers. def names the tier of an identity whose tier the resolver does
+// not name (it must be in table); a nil resolve gives every identity def.
+func NewTiers(table map[string][]Limit, def string, resolve TierResolver) (*Tiers, error) {
+	t := &Tiers{resolve: resolve, def: def}
+	tt, err := buildTiers(table, def, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.table.Store(tt)
+	return t, nil
+}
+
+// Set replaces the table. The default tier must stay in it, and a limit
+// name already in use keeps its algorithm and Window; the counters of
+// every identity carry over. Decisions already under way finish under the
+// table they began with.
+func (t *Tiers) Set(table map[string][]Limit) error {
+	for {
+		old := t.table.Load()
+		tt, err := buildTiers(table, t.def, old.kinds)
+		if err != nil {
+			return err
+		}
+		if t.table.CompareAndSwap(old, tt) {
+			return nil
+		}
+	}
+}
+
+func buildTiers(table map[string][]Limit, def string, prev map[string]limitKind) (*tierTable, error) {
+	if _, ok := table[def]; !ok {
+		return nil, fmt.Errorf("%w: the default tier %q is not in the table", ErrInvalidPolicy, def)
+	}
+	tt := &tierTable{sets: make(map[string]*Limits, len(table)), kinds: map[string]limitKind{}}
+	for k, v := range prev {
+		tt.kinds[k] = v
+	}
+	for name, limits := range table {
+		if name == "" {
+			return nil, fmt.Errorf("%w: a tier has an empty name", ErrInvalidPolicy)
+		}
+		ls, err := NewLimits(limits...)
+		if err != nil {
+			return nil, fmt.Errorf("tier %q: %w", name, err)
+		}
+		for i := range ls.ls {
+			l := &ls.ls[i]
+			k := limitKind{alg: fmt.Sprintf("%s %v", l.alg.Name(), l.alg), window: l.p.WindowMicros()}
+			if was, ok := tt.kinds[l.p.Name]; ok && was != k {
+				return nil, fmt.Errorf("%w: tier %q: limit %q changes its algorithm or Window (%s per %dµs, was %s per %dµs); its counters would not carry over: give it a new name",
+					ErrInvalidPolicy, name, l.p.Name, k.alg, k.window, was.alg, was.window)
+			}
+			tt.kinds[l.p.Name] = k
+		}
+		tt.sets[name] = ls
+		tt.names = append(tt.names, name)
+	}
+	sort.Strings(tt.names)
+	return tt, nil
+}
+
+// Names returns the tiers, sorted.
+func (t *Tiers) Names() []string { return append([]string(nil), t.table.Load().names...) }
+
+// Tier returns the limits of the named tier, or nil.
+func (t *Tiers) Tier(name string) *Limits { return t.table.Load().sets[name] }
+
+// Default is the default tier's name.
+func (t *Tiers) Default() string { return t.def }
+
+// Resolve returns identity's tier and its limits. Errors are the
+// resolver's, wrapped.
+func (t *Tiers) Resolve(ctx context.Context, identity string) (string, *Limits, error) {
+	tt := t.table.Load()
+	name := t.def
+	if t.resolve != nil {
+		n, err := t.resolve(ctx, identity)
+		if err != nil {
+			return "", nil, fmt.Errorf("sluice: resolving the tier of an identity: %w", err)
+		}
+		if _, ok := tt.sets[n]; ok {
+			name = n
+		}
+	}
+	return name, tt.sets[name], nil
+}
+
+// ErrNoTier is what a TierResolver may return when it cannot name a tier
+// and the request should not be decided (an unknown API key).
+var ErrNoTier = errors.New("sluice: no tier for the identity")
