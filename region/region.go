@@ -96,10 +96,12 @@ type Config struct {
 	Hold time.Duration
 	// LeasePeriods is K: a region whose report has not changed for
 	// K·SyncPeriod is dark, and its share above its floor is given to the
-	// others. K·SyncPeriod must exceed Hold + SyncPeriod: a region cut off
-	// from the coordinator keeps its allowance for K·SyncPeriod − Hold −
-	// SyncPeriod after its last sync, then holds its floor. Default: the
-	// least K that keeps the allowance for 3 periods.
+	// others. K·SyncPeriod must exceed Hold + SyncPeriod (or the limiter's
+	// Timeout, when longer): a region cut off from the coordinator keeps
+	// its allowance for K·SyncPeriod − Hold − SyncPeriod after the start
+	// of its last successful sync, then holds its floor. Default: the
+	// least K that keeps the allowance for 3 periods. A sync is up to four
+	// round trips to the coordinator: keep that time well above them.
 	LeasePeriods int
 	// Clock times the sync periods, leases and holds. Nil means
 	// core.SystemClock. (Limiter.Clock, if any, decides admissions.)
@@ -112,20 +114,22 @@ type Config struct {
 // the regional store; two processes of one region that each run a Region
 // must be two Members.
 type Region struct {
-	mode    Mode
-	self    int
-	names   []string
-	floors  []int64
-	weights []int64
-	limit   int64
-	burst   int64
-	cfg     core.Config
-	coord   store.Store
-	key     store.Key
-	period  time.Duration
-	hold    time.Duration
-	lease   time.Duration
-	clock   core.Clock
+	mode     Mode
+	self     int
+	names    []string
+	floors   []int64
+	weights  []int64
+	limit    int64
+	burst    int64
+	quota    int64 // the global policy's Quota
+	cfg      core.Config
+	coord    store.Store
+	keys     []store.Key // per member: its report in the coordinator
+	period   time.Duration
+	hold     time.Duration
+	lease    time.Duration
+	inflight time.Duration // how long a decision may take: the limiter's Timeout
+	clock    core.Clock
 
 	lim   atomic.Pointer[enforcer]
 	drop  atomic.Int64 // UnixNano past which an unsynced region holds its floor; 0: none
@@ -151,6 +155,9 @@ func New(cfg Config) (*Region, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Limiter.Algorithm == nil {
+		return nil, errors.New("region: Limiter.Algorithm is nil")
+	}
 	if _, ok := cfg.Limiter.Algorithm.(core.Leaser); ok {
 		return nil, errors.New("region: an algorithm that holds leases cannot be split across regions")
 	}
@@ -161,7 +168,8 @@ func New(cfg Config) (*Region, error) {
 	if n == 0 || n > MaxMembers {
 		return nil, fmt.Errorf("region: Members must list 1 to %d regions, got %d", MaxMembers, n)
 	}
-	r := &Region{mode: cfg.Mode, self: -1, limit: p.Limit, burst: p.Burst, cfg: cfg.Limiter, cache: map[int64]*core.Limiter{}}
+	r := &Region{mode: cfg.Mode, self: -1, limit: p.Limit, burst: p.Burst, quota: cfg.Limiter.Algorithm.Quota(&p),
+		cfg: cfg.Limiter, cache: map[int64]*core.Limiter{}}
 	allZero := true
 	for _, m := range cfg.Members {
 		if m.Weight != 0 {
@@ -228,7 +236,9 @@ func New(cfg Config) (*Region, error) {
 		if prefix == "" {
 			prefix = core.DefaultPrefix
 		}
-		r.key = store.Key{Namespace: store.Namespace(prefix+":region", p.Name), Identity: p.Name}
+		for _, name := range r.names {
+			r.keys = append(r.keys, store.Key{Namespace: store.Namespace(prefix+":region", p.Name), Identity: name})
+		}
 		start = r.floors[r.self]
 	}
 	r.clock = cfg.Clock
@@ -269,8 +279,16 @@ func (r *Region) timing(cfg Config) error {
 		return fmt.Errorf("region: LeasePeriods must be positive, and LeasePeriods·SyncPeriod at most %s; got %d", core.MaxWindow, cfg.LeasePeriods)
 	}
 	r.lease = time.Duration(k) * r.period
-	if r.lease <= r.hold+r.period {
-		return fmt.Errorf("region: LeasePeriods·SyncPeriod (%s) must exceed Hold + SyncPeriod (%s)", r.lease, r.hold+r.period)
+	switch to := cfg.Limiter.Timeout; {
+	case to == 0:
+		r.inflight = core.DefaultTimeout
+	case to < 0:
+		r.inflight = r.period // no deadline: allow a period
+	default:
+		r.inflight = to
+	}
+	if m := max(r.period, r.inflight); r.lease <= r.hold+m {
+		return fmt.Errorf("region: LeasePeriods·SyncPeriod (%s) must exceed Hold + max(SyncPeriod, Limiter.Timeout) (%s)", r.lease, r.hold+m)
 	}
 	return nil
 }
@@ -348,7 +366,7 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		r.fallBack(dl)
 	}
 	e := r.lim.Load()
-	if n > e.l.Quota() && n >= 1 && n <= r.globalQuota() {
+	if n > e.l.Quota() && n >= 1 && n <= r.quota {
 		r.asked.Add(n)
 		return core.Decision{Allowed: false, Limit: e.l.Quota()}, nil
 	}
@@ -360,14 +378,6 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		}
 	}
 	return d, err
-}
-
-// globalQuota is the global policy's quota: Burst, or Limit.
-func (r *Region) globalQuota() int64 {
-	if r.burst != 0 {
-		return r.burst
-	}
-	return r.limit
 }
 
 // fallBack lowers the allowance to the floor: the region has not synced

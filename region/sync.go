@@ -3,13 +3,16 @@ package region
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 )
 
 // report is one region's entry in the coordination store's record.
 type report struct {
+	V    int    `json:"v"`
 	Name string `json:"n"`
 	// Seq grows with every write of the region: the others judge its lease
 	// by when they last saw Seq change, on their own clocks.
@@ -23,11 +26,8 @@ type report struct {
 	Used   int64 `json:"u"`
 }
 
-// record is the coordination store's one key: every region's report.
-type record struct {
-	V       int      `json:"v"`
-	Reports []report `json:"r"`
-}
+// version marks a report of this package in the coordination store.
+const version = 1
 
 // maxDemand caps a reported demand, so that sums stay far from overflow.
 const maxDemand = 1 << 40
@@ -66,8 +66,15 @@ type View struct {
 	Target, Allowance, Claim int64
 	// Live lists, per Member, whether the region counted it as live.
 	Live []bool
+	// Seen lists, per Member, when the region first read that member's
+	// current report (its lease runs out LeasePeriods·SyncPeriod later);
+	// zero for none, and for the region itself.
+	Seen []time.Time
 	// Claims lists, per Member, the allowance the region left to it.
 	Claims []int64
+	// Demands lists, per Member, the demand of its last period that the
+	// target was computed from (this region's own included).
+	Demands []int64
 }
 
 // Status returns the region's view at its last successful Sync.
@@ -77,6 +84,8 @@ func (r *Region) Status() View {
 	v := r.st.view
 	v.Live = append([]bool(nil), v.Live...)
 	v.Claims = append([]int64(nil), v.Claims...)
+	v.Seen = append([]time.Time(nil), v.Seen...)
+	v.Demands = append([]int64(nil), v.Demands...)
 	return v
 }
 
@@ -104,16 +113,20 @@ func (r *Region) Run(ctx context.Context) error {
 	}
 }
 
-// Sync writes the region's report to the coordinator, reads every other
-// region's, and moves the allowance, all in one atomic Update of one key.
-// It does nothing, and returns nil, unless the mode is Synced.
+// Sync reads every other region's report from the coordinator, writes the
+// region's own, and moves the allowance. It does nothing, and returns nil,
+// unless the mode is Synced. Each region writes only its own key, so syncs
+// of different regions never contend: one sync is a read of the others'
+// keys (in parallel), a compare-and-swap of its own, and, for a raise, a
+// second read.
 //
-// A raise is written before it is enforced, and a cut enforced at once but
-// written as a claim only after Hold, so the claims in the store always
-// cover what every region may admit (see the package doc). When Sync
-// fails the region keeps its allowance until its lease, less Hold and one
-// period, has run out since the last Sync that succeeded, and then holds
-// its floor; the error is the store's.
+// A raise is enforced only once it is written and a read after the write
+// still leaves room for it; a cut is enforced at once but stays claimed for
+// Hold, so the claims in the store always cover what every region may
+// admit (see the package doc). When Sync fails, the region keeps its
+// allowance until LeasePeriods·SyncPeriod − Hold − SyncPeriod after the
+// start of its last successful Sync, and then holds its floor; the error is
+// the store's.
 func (r *Region) Sync(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil
@@ -124,24 +137,85 @@ func (r *Region) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The store call runs without r.mu, so that a region whose lease runs
-	// out meanwhile falls back to its floor at once (AllowN).
-	if err := r.coord.Update(ctx, r.key, m); err != nil {
+	if err := r.exchange(ctx, m); err != nil {
 		// Not reported: count it again in the next report.
 		r.asked.Add(m.asked)
 		r.used.Add(m.used)
 		return fmt.Errorf("region %s: sync: %w", r.names[r.self], err)
 	}
-	if m.err != nil {
-		return m.err
-	}
 	return r.commit(m)
+}
+
+// exchange is the store's part of Sync, run without r.mu so that a region
+// whose lease runs out meanwhile falls back to its floor at once (AllowN).
+func (r *Region) exchange(ctx context.Context, m *syncRound) error {
+	if err := r.read(ctx, m); err != nil {
+		return err
+	}
+	m.plan()
+	w := &writeReport{m: m}
+	if err := r.coord.Update(ctx, r.keys[r.self], w); err != nil {
+		return err
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if m.allowance <= m.current {
+		return nil
+	}
+	// A raise: read again, after the write. Of two regions that raise at
+	// once, at least one reads the other's new claim, so they cannot both
+	// take the same units.
+	if err := r.read(ctx, m); err != nil {
+		return err
+	}
+	m.allowance = max(r.floors[r.self], min(m.allowance, r.limit-m.others()))
+	return nil
+}
+
+// read reads every other region's report, in parallel, into m.
+func (r *Region) read(ctx context.Context, m *syncRound) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.names))
+	reads := make([]readReport, len(r.names))
+	for j := range r.names {
+		if j == r.self {
+			continue
+		}
+		wg.Go(func() { errs[j] = r.coord.Update(ctx, r.keys[j], &reads[j]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	after := r.clock.Now()
+	for j := range r.names {
+		if j == r.self {
+			continue
+		}
+		rep := reads[j].rep
+		if reads[j].err != nil || (rep != nil && rep.Name != r.names[j]) {
+			// Not a report of this split: leave the key alone, and count
+			// the region at its floor, as an absent one.
+			rep = nil
+		}
+		m.reports[j] = rep
+		if rep == nil {
+			continue
+		}
+		if s, ok := m.seen[rep.Name]; !ok || s.seq != rep.Seq {
+			// After the read, so never before its writer's lease began.
+			m.seen[rep.Name] = seen{seq: rep.Seq, first: after}
+		}
+	}
+	m.judge(after)
+	return nil
 }
 
 // prepare reads what one sync needs under r.mu: the clock, the demand of
 // the last period, the allowance held within Hold, what is known of the
 // other regions' leases. A region past its lease falls back here too.
-func (r *Region) prepare() (*syncMutation, error) {
+func (r *Region) prepare() (*syncRound, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t0 := r.clock.Now()
@@ -158,32 +232,28 @@ func (r *Region) prepare() (*syncMutation, error) {
 		used = mulDiv(used, int64(r.period), int64(el))
 	}
 	asked, used = min(asked, maxDemand), min(used, maxDemand)
-	hv := r.lim.Load().allowance
+	cur := r.lim.Load().allowance
+	hv := cur
 	for _, h := range r.st.history {
 		if h.until.After(t0.Add(-r.hold)) {
 			hv = max(hv, h.allowance)
 		}
 	}
-	return &syncMutation{r: r, now: t0, asked: asked, used: used, held: hv, first: !r.st.synced, seen: maps.Clone(r.st.seen)}, nil
+	n := len(r.names)
+	sn := maps.Clone(r.st.seen)
+	if sn == nil {
+		sn = map[string]seen{}
+	}
+	return &syncRound{r: r, now: t0, asked: asked, used: used, current: cur, held: hv, first: !r.st.synced,
+		seen: sn, reports: make([]*report, n), live: make([]bool, n), claims: make([]int64, n)}, nil
 }
 
 // commit puts what a successful sync decided in force.
-func (r *Region) commit(m *syncMutation) error {
+func (r *Region) commit(m *syncRound) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t1 := r.clock.Now()
-	if r.st.seen == nil {
-		r.st.seen = map[string]seen{}
-	}
-	for i, rep := range m.reports {
-		if i == r.self || rep == nil {
-			continue
-		}
-		if s, ok := r.st.seen[rep.Name]; !ok || s.seq != rep.Seq {
-			// After the read, so never before the writer's lease began.
-			r.st.seen[rep.Name] = seen{seq: rep.Seq, first: t1}
-		}
-	}
+	r.st.seen = m.seen
 	if m.restarted > 0 {
 		r.st.history = append(r.st.history, held{until: t1, allowance: m.restarted})
 	}
@@ -192,15 +262,23 @@ func (r *Region) commit(m *syncMutation) error {
 		return err
 	}
 	r.drop.Store(m.now.Add(r.keep()).UnixNano())
-	r.st.view = View{Synced: true, At: m.now, Target: m.target, Allowance: m.allowance, Claim: m.claim, Live: m.live, Claims: m.claims}
+	m.claims[r.self] = m.claim
+	sn := make([]time.Time, len(r.names))
+	for j, rep := range m.reports {
+		if j != r.self && rep != nil {
+			sn[j] = m.seen[rep.Name].first
+		}
+	}
+	r.st.view = View{Synced: true, At: m.now, Target: m.target, Allowance: m.allowance, Claim: m.claim, Live: m.live, Claims: m.claims, Seen: sn, Demands: m.demands}
 	return nil
 }
 
 // keep is how long after the start of its last successful sync a region
 // keeps its allowance: its lease, less Hold (what it admitted must stay
-// covered that long) and one period (for decisions begun before it fell
-// back, and the rate at which clocks drift apart).
-func (r *Region) keep() time.Duration { return r.lease - r.hold - r.period }
+// covered that long) and a period or the limiter's Timeout, whichever is
+// longer (for decisions begun before it fell back, and for the rate at
+// which clocks drift apart).
+func (r *Region) keep() time.Duration { return r.lease - r.hold - max(r.period, r.inflight) }
 
 // enforce puts allowance a in force at now, remembering the one it
 // replaces for Hold. The caller holds r.mu.
@@ -220,115 +298,141 @@ func (r *Region) enforce(a int64, now time.Time) error {
 			keep = append(keep, h)
 		}
 	}
-	// A decision begun under the old limiter may finish a moment after
-	// the swap: the old allowance counts as enforced for one more period.
-	r.st.history = append(keep, held{until: now.Add(r.period), allowance: old.allowance})
+	// A decision begun under the old limiter may be decided by the store
+	// a moment after the swap, within the limiter's Timeout: the old
+	// allowance counts as enforced until then.
+	r.st.history = append(keep, held{until: now.Add(r.inflight), allowance: old.allowance})
 	return nil
 }
 
-// syncMutation is the one read-modify-write of Sync. Apply may run more
-// than once (a compare-and-swap store retries); the fields it sets are
-// those of the last run, the one whose write counted.
-type syncMutation struct {
+// syncRound is one Sync's working state.
+type syncRound struct {
 	r           *Region
 	now         time.Time
 	asked, used int64
-	held        int64
+	current     int64 // the allowance in force when the round began
+	held        int64 // the most enforced within Hold
 	first       bool
-	seen        map[string]seen // a copy: Apply must not race the fallback of AllowN
-	restarted   int64           // the claim a restarted region found of its own
+	seen        map[string]seen // a copy: committed when the round succeeds
 	reports     []*report
 	live        []bool
-	claims      []int64
+	claims      []int64 // per member: what this region leaves to it
 	target      int64
 	allowance   int64
 	claim       int64
-	err         error
+	restarted   int64 // the claim a restarted region found of its own
+	demands     []int64
 }
 
-func (m *syncMutation) Apply(state []byte) ([]byte, time.Duration) {
+// judge decides, at now (just after a read), which regions are live and
+// what each one's claim leaves aside.
+func (m *syncRound) judge(now time.Time) {
 	r := m.r
-	var rec record
-	if len(state) > 0 {
-		if err := json.Unmarshal(state, &rec); err != nil || rec.V != 1 {
-			// Not a record of this package: a key of something else.
-			// Leave it alone; the region keeps its allowance.
-			m.err = fmt.Errorf("region %s: the coordinator's key %s holds no split record", r.names[r.self], r.key)
-			return nil, 0
-		}
-	}
-	m.err, m.restarted = nil, 0
-	n := len(r.names)
-	m.reports = make([]*report, n)
-	for i := range rec.Reports {
-		rep := &rec.Reports[i]
-		for j, name := range r.names {
-			if name == rep.Name {
-				m.reports[j] = rep
+	for j, rep := range m.reports {
+		switch {
+		case j == r.self:
+			m.live[j] = true
+		case rep == nil:
+			m.live[j], m.claims[j] = false, r.floors[j]
+		default:
+			// A report not seen before, or changed, is live; an unchanged
+			// one is live until Lease after this region first read it.
+			s := m.seen[rep.Name]
+			m.live[j] = now.Before(s.first.Add(r.lease))
+			m.claims[j] = r.floors[j]
+			if m.live[j] {
+				m.claims[j] = max(rep.Claim, r.floors[j])
 			}
 		}
 	}
-	m.live = make([]bool, n)
-	m.claims = make([]int64, n)
-	demands := make([]int64, n)
-	for j := range r.names {
-		rep := m.reports[j]
-		if j == r.self {
-			m.live[j], demands[j] = true, m.asked
-			continue
-		}
-		if rep == nil {
-			m.claims[j] = r.floors[j]
-			continue
-		}
-		s, ok := m.seen[rep.Name]
-		// A report not seen before, or changed, is live: its writer's
-		// lease began before this read. An unchanged one is live until
-		// Lease after this region first read it.
-		m.live[j] = !ok || s.seq != rep.Seq || m.now.Before(s.first.Add(r.lease))
-		if m.live[j] {
-			m.claims[j] = max(rep.Claim, r.floors[j])
-			demands[j] = min(max(rep.Demand, 0), maxDemand)
-		} else {
-			m.claims[j] = r.floors[j]
-		}
-	}
-	targets := allocate(r.limit, r.floors, r.weights, demands, m.live)
-	var others int64
+}
+
+// others is what the other regions' claims leave aside.
+func (m *syncRound) others() int64 {
+	var t int64
 	for j, c := range m.claims {
-		if j != r.self {
-			others += c
+		if j != m.r.self {
+			t += c
 		}
 	}
-	self := r.self
-	m.target = targets[self]
-	m.allowance = max(r.floors[self], min(m.target, r.limit-others))
-	hv := m.held
+	return t
+}
+
+// plan computes the target, the allowance and the claim from the reports
+// read.
+func (m *syncRound) plan() {
+	r := m.r
+	demands := make([]int64, len(r.names))
+	for j, rep := range m.reports {
+		if j == r.self {
+			demands[j] = m.asked
+		} else if m.live[j] {
+			demands[j] = min(max(rep.Demand, 0), maxDemand)
+		}
+	}
+	m.demands = demands
+	m.target = allocate(r.limit, r.floors, r.weights, demands, m.live)[r.self]
+	m.allowance = max(r.floors[r.self], min(m.target, r.limit-m.others()))
+	m.claim = max(m.allowance, m.held)
+}
+
+// readReport reads one region's report and writes nothing.
+type readReport struct {
+	rep *report
+	err error
+}
+
+func (rr *readReport) Apply(state []byte) ([]byte, time.Duration) {
+	rr.rep, rr.err = decode(state)
+	return nil, 0
+}
+
+// writeReport writes the region's report over its own key. A compare-and-
+// swap store may run it more than once; the last run is the one written.
+type writeReport struct {
+	m   *syncRound
+	err error
+}
+
+func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
+	m, r := w.m, w.m.r
+	own, err := decode(state)
+	if err != nil {
+		w.err = fmt.Errorf("region %s: the coordinator's key %s holds no report of a region: %w", r.names[r.self], r.keys[r.self], err)
+		return nil, 0
+	}
+	w.err, m.restarted = nil, 0
+	m.claim = max(m.allowance, m.held)
 	var seq uint64
-	if own := m.reports[self]; own != nil {
+	if own != nil {
 		seq = own.Seq
 		if m.first {
 			// A restarted region: what it claimed before may still be
 			// counted in its regional store's windows.
-			hv = max(hv, own.Claim)
 			m.restarted = own.Claim
+			m.claim = max(m.claim, own.Claim)
 		}
 	}
-	m.claim = max(m.allowance, hv)
-	m.claims[self] = m.claim
-	mine := report{Name: r.names[self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used}
-	out := record{V: 1}
-	for _, rep := range rec.Reports {
-		if rep.Name != mine.Name {
-			out.Reports = append(out.Reports, rep)
-		}
-	}
-	out.Reports = append(out.Reports, mine)
-	next, err := json.Marshal(out)
+	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used})
 	if err != nil {
-		m.err = err
+		w.err = err
 		return nil, 0
 	}
-	// The record outlives every lease by far; any region's write renews it.
+	// The report outlives the lease by far; the region renews it each period.
 	return next, 4*r.lease + r.hold
+}
+
+// decode reads a report; an empty state is none.
+func decode(state []byte) (*report, error) {
+	if len(state) == 0 {
+		return nil, nil
+	}
+	var rep report
+	if err := json.Unmarshal(state, &rep); err != nil {
+		return nil, err
+	}
+	if rep.V != version {
+		return nil, fmt.Errorf("report version %d, want %d", rep.V, version)
+	}
+	return &rep, nil
 }

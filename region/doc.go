@@ -1,0 +1,118 @@
+// Package region holds one global limit across regions without a
+// cross-region round trip per request: each region enforces a share of the
+// limit on its own regional store, and the shares move.
+//
+// A Region is one region's member of the split. Its AllowN decides against
+// the region's allowance with a core.Limiter built from Config.Limiter,
+// whose Policy is the global one; the allowance changes at run time by
+// swapping in a limiter of the same policy Name and Prefix with another
+// Limit, so every key's state carries over (see "A change of allowance"
+// below). The split applies to every identity alike: it fits one global
+// budget (an upstream's quota, a fleet-wide limit per client whose traffic
+// moves between regions together), not a share kept per identity.
+//
+// # Modes
+//
+// Static: region i enforces ⌊L·wᵢ/Σw⌋ of the global limit L, by the
+// Members' weights. Never more than L in all, with no coordination; a quiet
+// region's share is wasted, and a busy one is held to its share.
+//
+// Synced: every SyncPeriod P each region writes its report (the units asked
+// and admitted in the last period, and its claim: the allowance it may be
+// enforcing) to the coordination store, and reads every region's, in one
+// atomic Update of one key (Config.Coordinator: any store.Store, say a
+// global Redis). The allowance follows demand: each region has its floor
+// fᵢ, and the rest, L − Σf, is split in proportion to the demand of the
+// live regions (by weight when none asks). A region raises its allowance
+// only to what the others' claims leave, and only after the raise is
+// written; it cuts at once, but keeps claiming the largest allowance it
+// enforced for Hold (default: the policy's Window) after the cut. So the
+// claims in the store cover, at every instant, all that any region has
+// enforced within Hold.
+//
+// Leases. A region judges another by when it first read that region's
+// report unchanged (Seq), on its own clock: a region whose report has not
+// changed for the lease, K·P (K = LeasePeriods), is dark, and its share
+// above its floor is split among the others at the next sync, within one
+// period. A region cut off from the coordinator keeps its last allowance,
+// for availability, for K·P − Hold − P after the start of its last
+// successful sync, and then holds its floor, which no other region ever
+// takes. Its lease began before its write, and the others' count from after
+// their read, so it has stopped using its share Hold + P before anyone may
+// take it: a partition cannot double-spend a share. A region that returns
+// finds its share held by others; it is handed back as they cut and their
+// holds run out (Hold + 2·P or so), never by a burst above L.
+//
+// Slack: every region enforces the whole of L locally, with no
+// coordination: coarse abuse protection at local cost, admitting up to
+// N × L in all for N regions (each region at most L).
+//
+// # The bound of the synced split
+//
+// Write L for the global Limit, W for its Window, P for SyncPeriod, H for
+// Hold, N for the number of regions and F for the sum of their floors.
+//
+// With H >= W (the default), the window algorithms admit at most L in
+// every window, for any P, N and any shift of demand: FixedWindow and
+// SlidingCounter at most L in every aligned window, SlidingLog at most L
+// in every trailing window. Proof: a region admits in a window at most the
+// largest allowance aᵢ it enforced during that window (each admission is
+// checked against the limit in force, and the counts carry over). Take the
+// region whose such allowance was granted last, at g: its grant was
+// written in an atomic Update that read every other region's claim, and
+// each of them still covered that region's largest allowance of the window
+// (granted before g, enforced within W <= H of g), or that region was dark
+// and enforcing only its floor, which every grant leaves aside. So the
+// largest allowances of the window add up to at most L.
+//
+// With H < W, a cut share is handed over before the window that counted it
+// ends, and a window may count it twice: at most L + M, where M is the
+// allowance that moved from one region to another within the window (and
+// the H + 2·P before it, for the grants that were waiting on a hold). The
+// movable part is L − F, and the shares move with the demand, so M <=
+// (L − F)·S, where S <= 1 is the demand shift: the fraction of all demand
+// that moved between regions over that time, as the reports of each period
+// saw it. The worst case, all demand moving from one region to another
+// within one window, is 2·L − F.
+//
+// The price of the hold is the time a shift takes to be served: the region
+// that lost demand reports it within P, its cut is handed over H later, and
+// the region that gained it raises at its next sync, P later: within
+// H + 3·P of the shift the busy region has L − F + its floor. Meanwhile the
+// fleet admits less than L: utilization (admitted over min(demand, L)) is
+// about 1 − (H + 3·P)/T for demand that moves every T. The region tests in
+// the faults module measure it against real servers, with 50–150 ms to the
+// coordinator; the README shows the figures.
+//
+// The rate algorithms bound units over an interval, not a window. With
+// Burst scaled as the Region scales it (Burst·a/L, so Burst·T stays about
+// Burst·W/L), GCRA and LeakyBucket admit at most (B/L + d/W)·L in all
+// (+ ⌊M/T⌋ for the queue) in any interval of length d <= H: the bound of
+// one limiter of the global policy, since each unit costs W/aᵢ of the
+// time owed, whatever aᵢ it was admitted under. TokenBucket adds at most
+// ⌊T_old/T_new⌋ units per raise, below.
+//
+// # A change of allowance, per algorithm
+//
+// The limiter is rebuilt with Limit = the new allowance a (Burst scaled by
+// a/L when the policy sets one); the stored state is read under it:
+//
+//   - FixedWindow, SlidingCounter: the counts of the window(s) are kept and
+//     compared with the new Limit. A cut below the count refuses until the
+//     window ends; a raise admits up to the new Limit at once.
+//   - SlidingLog: the logged units are kept; the new Limit applies to the
+//     trailing window at once.
+//   - GCRA, LeakyBucket: the state is a time (TAT, drain), the time the
+//     admitted units still owe, which is kept; the interval T = W/a
+//     changes, so the bucket stays as full, as a fraction, as it was: a
+//     raise from a to a' turns r units left into about r·a'/a at once, a
+//     cut likewise shrinks them.
+//   - TokenBucket: the tokens are kept (capped at the new capacity after a
+//     cut) and refilled at the new rate; the part of an interval already
+//     earned toward the next token is read at the new T, so a raise can add
+//     up to ⌊T_old/T_new⌋ tokens early.
+//   - Concurrency holds leases, which a Region cannot move: New refuses it.
+//
+// A cost n above the allowance in force (within the global quota) is a
+// refusal, not an error: the allowance may grow.
+package region
