@@ -69,6 +69,32 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			a.Done()
 		}
 	}()
+	// The receipts of the rate layers charged so far: refunded when a
+	// later layer refuses or cannot decide (unless Config.NoRefund).
+	var receiptBuf [4]*core.Receipt
+	var receiptOut [4]int // the index in outs of each receipt's layer
+	receipts := receiptBuf[:0]
+	refund := func() {
+		if len(receipts) == 0 {
+			return
+		}
+		// The client may be gone; the refund still runs, under the
+		// limiters' own deadlines.
+		rctx := context.WithoutCancel(ctx)
+		for j, rc := range receipts {
+			k, _ := rc.Refund(rctx, rc.N())
+			if j < len(receiptOut) && k > 0 {
+				// What the layer has now: its fields, and Retry-After,
+				// which no longer waits for a layer that got its units
+				// back.
+				o := &outs[receiptOut[j]]
+				o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
+				for x := range o.states {
+					o.states[x].Remaining = min(o.states[x].Remaining+k, o.states[x].Limit)
+				}
+			}
+		}
+	}
 	var delay time.Duration
 	for i := range p.layers {
 		l := &p.layers[i]
@@ -76,6 +102,34 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		var d core.Decision
 		var err error
 		n := l.weight
+		// Only a layer with another after it can be refused after it
+		// admitted: the last one needs no receipt.
+		keep := p.refund && i < len(p.layers)-1
+		if l.multi != nil {
+			o, rc, done := p.admitMulti(w, ctx, q, l, id, keep, outs)
+			if done {
+				refund()
+				return nil, false
+			}
+			if rc != nil {
+				if len(receipts) < len(receiptOut) {
+					receiptOut[len(receipts)] = len(outs)
+				}
+				receipts = append(receipts, rc)
+			}
+			outs = append(outs, o)
+			if !o.d.Allowed {
+				refund()
+				ra := retryAfter(outs)
+				h := w.Header()
+				p.writeFields(h, outs)
+				h[HeaderRetryAfter] = []string{strconv.FormatInt(ra, 10)}
+				writeProblem(w, http.StatusTooManyRequests, violatedBody(o.states))
+				return nil, false
+			}
+			delay = max(delay, o.d.Delay)
+			continue
+		}
 		if l.leaser {
 			var lease *core.Lease
 			lease, d, err = l.lim.Acquire(ctx, id)
@@ -89,14 +143,27 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		} else {
 			if l.cost != nil {
 				if n = max(l.cost(q), 1); n > l.quota {
+					refund()
 					p.writeFields(w.Header(), outs)
 					writeProblem(w, http.StatusTooManyRequests, tooCostlyBody(l, n))
 					return nil, false
 				}
 			}
-			d, err = l.lim.AllowN(ctx, id, n)
+			if keep {
+				var rc *core.Receipt
+				d, rc, err = l.lim.Charge(ctx, id, n)
+				if rc != nil {
+					if len(receipts) < len(receiptOut) {
+					receiptOut[len(receipts)] = len(outs)
+				}
+					receipts = append(receipts, rc)
+				}
+			} else {
+				d, err = l.lim.AllowN(ctx, id, n)
+			}
 		}
 		if err != nil {
+			refund()
 			p.writeFields(w.Header(), outs)
 			if ctx.Err() != nil {
 				writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
@@ -107,6 +174,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		}
 		outs = append(outs, outcome{layer: l, d: d, n: n})
 		if !d.Allowed {
+			refund()
 			ra := retryAfter(outs)
 			h := w.Header()
 			p.writeFields(h, outs)
@@ -118,6 +186,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 	}
 	p.writeFields(w.Header(), outs)
 	if delay > 0 && !wait(ctx, delay) {
+		refund()
 		writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		return nil, false
 	}
@@ -158,6 +227,68 @@ func tooCostlyBody(l *layer, n int64) []byte {
 	var pr Problem
 	_ = json.Unmarshal(l.tooMany, &pr)
 	pr.Detail = fmt.Sprintf("The request costs %d units; policy %q admits at most %d at once, so it can never be admitted.", n, l.name, l.quota)
+	b, _ := json.Marshal(pr)
+	return b
+}
+
+// admitMulti decides a multi-limit layer. done reports that it wrote the
+// whole response (a cost above the limits' quota, a store that could not
+// decide, a tier that could not be resolved); otherwise the outcome says
+// whether the layer admitted, and rc is the charge's receipt when keep.
+func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Request, l *layer, id string, keep bool, outs []outcome) (o outcome, rc *core.Receipt, done bool) {
+	ls := l.limits
+	if l.tiers != nil {
+		// The resolver sees the layer's key as the application gave it
+		// (the tenant, the API key), not the form the store is keyed by.
+		who := id
+		if l.key != nil {
+			if k := l.key(q); k != "" {
+				who = k
+			}
+		}
+		var err error
+		if _, ls, err = l.tiers.Resolve(ctx, who); err != nil {
+			p.writeFields(w.Header(), outs)
+			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
+			return o, nil, true
+		}
+	}
+	n := l.weight
+	if l.cost != nil {
+		n = max(l.cost(q), 1)
+	}
+	if n > ls.Quota() {
+		p.writeFields(w.Header(), outs)
+		writeProblem(w, http.StatusTooManyRequests, tooCostlyMulti(l, n, ls.Quota()))
+		return o, nil, true
+	}
+	states := make([]core.LimitState, 0, ls.Len())
+	var d core.Decision
+	var err error
+	if keep {
+		d, states, rc, err = l.multi.Charge(ctx, id, ls, n, states)
+	} else {
+		d, states, err = l.multi.AllowN(ctx, id, ls, n, states)
+	}
+	if err != nil {
+		p.writeFields(w.Header(), outs)
+		if ctx.Err() != nil {
+			writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
+		} else {
+			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
+		}
+		return o, nil, true
+	}
+	if d.Degraded {
+		states = nil // fail open knows nothing of the quotas: no items
+	}
+	return outcome{layer: l, d: d, n: n, states: states, limits: ls}, rc, false
+}
+
+func tooCostlyMulti(l *layer, n, quota int64) []byte {
+	var pr Problem
+	_ = json.Unmarshal(l.tooMany, &pr)
+	pr.Detail = fmt.Sprintf("The request costs %d units; the limits of %q admit at most %d at once, so it can never be admitted.", n, l.name, quota)
 	b, _ := json.Marshal(pr)
 	return b
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -17,12 +18,19 @@ type Config struct {
 	// Layers are the limits every request must pass, in order; at least
 	// one. A request is admitted only if every layer admits it. Evaluation
 	// stops at the first layer that denies it or cannot decide: the layers
-	// after it are not charged. Units already taken by earlier rate layers
-	// stay taken (core has no refund, and a refund racing other instances
-	// could over-admit); leases already taken by earlier concurrency layers
-	// are released at once. Put the coarse layers first and the concurrency
-	// layer last, so a lease is never held for a request that is refused.
+	// after it are not charged. By default the units earlier rate layers
+	// took are refunded (core.Receipt: never more than they took, never
+	// into another window); leases already taken by earlier concurrency
+	// layers are released at once. Put the coarse layers first and the
+	// concurrency layer last, so a lease is never held for a request that
+	// is refused.
 	Layers []Layer
+
+	// NoRefund keeps the units that earlier rate layers took for a request
+	// a later layer refused (or could not decide), as before refunds
+	// existed: one store call fewer per refusal, at the cost of charging
+	// refused requests. The default refunds.
+	NoRefund bool
 
 	// SkipPaths are request paths that are never limited (health checks,
 	// metrics) and get no rate-limit fields. An entry is an exact path
@@ -64,12 +72,26 @@ type Config struct {
 	LegacyHeaders bool
 }
 
-// Layer is one limit of a Config.
+// Layer is one limit of a Config, or several limits on one identity.
 type Layer struct {
-	// Limiter decides the layer; required. A Limiter whose algorithm holds
-	// leases (core.Leaser: the concurrency limit) is a concurrency layer:
-	// each admitted request holds one lease until its handler returns.
+	// Limiter decides the layer; it, or Multi, is required. A Limiter
+	// whose algorithm holds leases (core.Leaser: the concurrency limit) is
+	// a concurrency layer: each admitted request holds one lease until its
+	// handler returns.
 	Limiter *core.Limiter
+
+	// Multi, with Limits or Tiers, makes the layer several limits on one
+	// identity, decided at once (core.Multi): admitted only if every limit
+	// admits, a refusal charging none. Limits are the same for every
+	// request; Tiers picks them per request, from the identity's plan (its
+	// resolver gets the value of the layer's Key, or the client address's
+	// identity when there is none). Each limit gets a RateLimit-Policy and
+	// a RateLimit item of its own, named by the limit (so limit names must
+	// differ from every other layer's and limit's); Retry-After is the
+	// longest wait over the limits that refused.
+	Multi  *core.Multi
+	Limits *core.Limits
+	Tiers  *core.Tiers
 
 	// Key picks the identity a request is counted under. Nil means the
 	// client address (see Request.Client). When Key returns "", the client
@@ -124,11 +146,17 @@ type Policy struct {
 	v4bits      int
 	v6bits      int
 	legacy      bool
+	refund      bool     // refund earlier layers' units on a refusal
+	tiered      bool     // a layer's limits come from Tiers: RateLimit-Policy is built per request
+	items       sync.Map // *core.Limits → its RateLimit-Policy items
 }
 
 // layer is a Layer with everything a request needs computed once.
 type layer struct {
 	lim    *core.Limiter
+	multi  *core.Multi
+	limits *core.Limits
+	tiers  *core.Tiers
 	name   string
 	quota  int64
 	leaser bool
@@ -147,12 +175,28 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	if len(cfg.Layers) == 0 {
 		return nil, errors.New("sluice/nethttp: Config.Layers is empty: at least one limit is needed")
 	}
-	p := &Policy{skip: cfg.Skip, legacy: cfg.LegacyHeaders}
+	p := &Policy{skip: cfg.Skip, legacy: cfg.LegacyHeaders, refund: !cfg.NoRefund}
 	names := make(map[string]bool, len(cfg.Layers))
 	var field strings.Builder
 	for i, l := range cfg.Layers {
+		if l.Multi != nil || l.Limits != nil || l.Tiers != nil {
+			ly, err := newMultiLayer(i, l, names)
+			if err != nil {
+				return nil, err
+			}
+			if ly.tiers != nil {
+				p.tiered = true
+			} else {
+				if field.Len() > 0 {
+					field.WriteString(", ")
+				}
+				field.WriteString(policyItems(ly.limits))
+			}
+			p.layers = append(p.layers, ly)
+			continue
+		}
 		if l.Limiter == nil {
-			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Limiter is nil", i)
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Limiter is nil (set Limiter, or Multi with Limits or Tiers)", i)
 		}
 		pol := l.Limiter.Policy()
 		if names[pol.Name] {
@@ -175,7 +219,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		ly.item = `"` + pol.Name + `"`
 		ly.tooMany = problemBody(quotaExceeded, pol.Name, "")
 		ly.unavailable = problemBody(reducedCapacity, pol.Name, "The rate limit could not be checked.")
-		if i > 0 {
+		if field.Len() > 0 {
 			field.WriteString(", ")
 		}
 		appendPolicyItem(&field, &pol, ly.leaser, ly.quota)

@@ -44,12 +44,27 @@
 //
 // A request must pass every layer, in order. Evaluation stops at the first
 // layer that refuses it (or cannot decide): later layers are not charged.
-// Units already taken by earlier rate layers stay taken — core offers no
-// refund, and a refund racing the other instances could over-admit; a
-// refused request still counted against the coarser limits it passed,
-// which is the conservative side. Leases already taken by earlier
-// concurrency layers are released at once. So put the coarse, cheap layers
-// first and a concurrency layer last.
+// Refunds on refusal are the default: the units earlier rate layers took
+// for the request are given back (core.Receipt), so one user's refused
+// requests do not spend the quota of the address or tenant it shares with
+// others. A refund never over-admits: it gives back at most what was
+// taken, only into the window it was counted in, never above a bucket's
+// capacity, and nothing that the refill has since restored (the
+// conformance suite proves it under interleavings across instances). It
+// costs one store call per earlier layer on a refusal; Config.NoRefund
+// keeps the units taken instead. (A sliding-log layer, and on Redis or
+// Valkey a sliding-counter layer, has no refund: its units stay taken.)
+// Leases already taken by earlier concurrency layers are released at once.
+// So put the coarse, cheap layers first and a concurrency layer last.
+//
+// A layer may also be several limits on one identity, decided at once
+// (Layer.Multi with Layer.Limits, or Layer.Tiers for the limits of the
+// identity's plan, resolved per request): "10 per second AND 10,000 per
+// day", sized to the tenant's tier. Such a layer admits only if every limit
+// admits, charges none on a refusal, and writes one RateLimit-Policy and
+// one RateLimit item per limit, named by the limit; its Retry-After is the
+// longest wait over the limits that refused, and violated-policies names
+// them.
 //
 // Policies per route or group are middleware per route or group: wrap the
 // handler inside the mux (net/http), or attach the middleware to a gin or

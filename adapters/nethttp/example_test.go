@@ -111,8 +111,11 @@ func ExampleNewPolicy_layers() {
 		h.ServeHTTP(w, r)
 		fmt.Println(user, w.Code, w.Header().Get("RateLimit"))
 	}
+	// alice's second request is refused by per-user, and its unit at
+	// per-ip is refunded.
+
 	// Output:
 	// alice 200 "per-ip";r=99;t=1, "per-user";r=0;t=60
-	// alice 429 "per-ip";r=98;t=2, "per-user";r=0;t=60
-	// bob 200 "per-ip";r=97;t=2, "per-user";r=0;t=60
+	// alice 429 "per-ip";r=99;t=2, "per-user";r=0;t=60
+	// bob 200 "per-ip";r=98;t=2, "per-user";r=0;t=60
 }

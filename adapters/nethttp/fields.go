@@ -58,6 +58,9 @@ type outcome struct {
 	layer *layer
 	d     core.Decision
 	n     int64 // the units the request cost at this layer
+	// A multi-limit layer's: every limit's state, and the set decided.
+	states []core.LimitState
+	limits *core.Limits
 }
 
 // retryAfter is the Retry-After, in whole seconds (at least 1), of a request
@@ -102,31 +105,50 @@ func (p *Policy) writeFields(h http.Header, outs []outcome) {
 		if o.d.Degraded {
 			continue
 		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
+		if o.states != nil {
+			// One item per limit of a multi-limit layer.
+			for j := range o.states {
+				s := &o.states[j]
+				if len(b) > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, '"')
+				b = append(b, s.Name...)
+				b = append(b, `";r=`...)
+				b = strconv.AppendInt(b, max(s.Remaining, 0), 10)
+				b = append(b, ";t="...)
+				b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
+			}
+		} else {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			t := seconds(o.d.ResetAfter)
+			b = append(b, o.layer.item...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, max(o.d.Remaining, 0), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, t, 10)
 		}
-		t := seconds(o.d.ResetAfter)
-		b = append(b, o.layer.item...)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, max(o.d.Remaining, 0), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
 		if tight < 0 || !o.d.Allowed || (outs[tight].d.Allowed && o.d.Remaining < outs[tight].d.Remaining) {
 			tight = i
 		}
 	}
+	field := p.policyFieldFor(outs)
 	switch {
 	case len(b) == 0:
-		h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], p.policyField)
+		if field != "" {
+			h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], field)
+		}
 	case h[HeaderRateLimitPolicy] == nil && h[HeaderRateLimit] == nil:
 		// The usual case, in one allocation: both fields share a backing
 		// array, each capped so that a later append copies instead of
 		// overwriting the other.
-		vs := []string{p.policyField, string(b)}
+		vs := []string{field, string(b)}
 		h[HeaderRateLimitPolicy] = vs[0:1:1]
 		h[HeaderRateLimit] = vs[1:2:2]
 	default:
-		h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], p.policyField)
+		h[HeaderRateLimitPolicy] = append(h[HeaderRateLimitPolicy], field)
 		h[HeaderRateLimit] = append(h[HeaderRateLimit], string(b))
 	}
 	if p.legacy && tight >= 0 {

@@ -200,10 +200,10 @@ func TestRetryAfterIgnoresALayerWithRoom(t *testing.T) {
 	if tt := params["burst"]["t"]; tt != int64(3) {
 		t.Errorf("burst t=%v, want 3", tt)
 	}
-	// The hourly layer was charged for both requests (a later layer's
-	// denial refunds nothing): r=98.
-	if r := params["hourly"]["r"]; r != int64(98) {
-		t.Errorf("hourly r=%v, want 98", r)
+	// The hourly layer was charged for both requests, and the refused
+	// one's unit refunded: r=99.
+	if r := params["hourly"]["r"]; r != int64(99) {
+		t.Errorf("hourly r=%v, want 99 (the refused request's unit refunded)", r)
 	}
 	if w.Header().Get("X-RateLimit-Remaining") != "0" || w.Header().Get("X-RateLimit-Reset") != "3" {
 		t.Errorf("legacy fields %q remaining, reset %q, want the denying layer's 0 and 3",
@@ -227,7 +227,8 @@ func TestRetryAfterWaitsForALayerWithoutRoomForTheCost(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_699_999_980, 0)) // on a whole minute
 	perIP := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 5, Window: time.Minute})
 	perKey := clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 1, Window: 3 * time.Second})
-	p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP, Weight: 2}, {Limiter: perKey}}})
+	// NoRefund: per-ip keeps the units of the refused request.
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP, Weight: 2}, {Limiter: perKey}}, NoRefund: true})
 	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
 		t.Fatalf("first request refused: %d", w.Code)
 	}

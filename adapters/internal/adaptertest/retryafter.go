@@ -124,10 +124,12 @@ func testLayeredRetryAfter(t *testing.T, h Harness) {
 func layeredServer(t *testing.T, h Harness, clock core.Clock, perIP *core.Limiter) func() Response {
 	t.Helper()
 	perKey := Clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 3, Window: 3 * time.Second})
+	// NoRefund: the refused request's units stay taken at per-ip, so the
+	// retry must wait for it (with refunds, per-ip gets them back).
 	p := Policy(t, nethttp.Config{Layers: []nethttp.Layer{
 		{Limiter: perIP},
 		{Limiter: perKey, Key: nethttp.Identity(h.UserKey)},
-	}})
+	}, NoRefund: true})
 	srv := Server(t, h.Mount(t, []Route{{Method: "GET", Path: "/api", Policy: p, Handler: func(w http.ResponseWriter, r *http.Request) {}}}), nil)
 	return func() Response { return Do(t, srv.Client(), "GET", srv.URL+"/api", UserHeader, "dana") }
 }

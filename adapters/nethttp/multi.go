@@ -1,0 +1,129 @@
+package nethttp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// A multi-limit layer: several limits on one identity (core.Multi), the
+// same for every request (Layer.Limits) or the identity's tier's
+// (Layer.Tiers). Each limit is a RateLimit-Policy and a RateLimit item of
+// its own, named by the limit.
+
+func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
+	switch {
+	case l.Multi == nil:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d] sets Limits or Tiers without Multi", i)
+	case l.Limiter != nil:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d] sets both Limiter and Multi; set one", i)
+	case (l.Limits == nil) == (l.Tiers == nil):
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Multi needs Limits or Tiers (one of them)", i)
+	case l.Weight != 0 && l.Cost != nil:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d] sets both Weight and Cost; set one", i)
+	case l.Weight < 0:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d is negative", i, l.Weight)
+	}
+	name := l.Multi.Name()
+	if names[name] {
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d]: name %q is used twice", i, name)
+	}
+	names[name] = true
+	ly := layer{multi: l.Multi, limits: l.Limits, tiers: l.Tiers, name: name, key: l.Key, weight: max(l.Weight, 1), cost: l.Cost}
+	sets := []*core.Limits{l.Limits}
+	if l.Tiers != nil {
+		sets = sets[:0]
+		for _, t := range l.Tiers.Names() {
+			sets = append(sets, l.Tiers.Tier(t))
+		}
+	}
+	// Limit names are RateLimit items: unique across the policy. A limit
+	// name shared by tiers is one limit (one counter), so one name.
+	seen := map[string]bool{}
+	ly.quota = -1
+	for _, ls := range sets {
+		for j := 0; j < ls.Len(); j++ {
+			n := ls.Limit(j).Policy.Name
+			if !seen[n] {
+				if names[n] {
+					return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d]: limit %q has the name of another layer or limit", i, n)
+				}
+				seen[n] = true
+			}
+		}
+		if ly.quota < 0 || ls.Quota() > ly.quota {
+			ly.quota = ls.Quota()
+		}
+	}
+	for n := range seen {
+		names[n] = true
+	}
+	if l.Limits != nil && l.Weight > l.Limits.Quota() {
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d exceeds %d, the most its limits admit at once", i, l.Weight, l.Limits.Quota())
+	}
+	ly.item = `"` + name + `"`
+	ly.tooMany = problemBody(quotaExceeded, name, "")
+	ly.unavailable = problemBody(reducedCapacity, name, "The rate limit could not be checked.")
+	return ly, nil
+}
+
+// policyItems is the RateLimit-Policy items of a set of limits.
+func policyItems(ls *core.Limits) string {
+	var b strings.Builder
+	for j := 0; j < ls.Len(); j++ {
+		lm := ls.Limit(j)
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		appendPolicyItem(&b, &lm.Policy, false, lm.Algorithm.Quota(&lm.Policy))
+	}
+	return b.String()
+}
+
+// itemsOf is policyItems, cached per set.
+func (p *Policy) itemsOf(ls *core.Limits) string {
+	if v, ok := p.items.Load(ls); ok {
+		return v.(string)
+	}
+	s := policyItems(ls)
+	p.items.Store(ls, s)
+	return s
+}
+
+// policyFieldFor is the RateLimit-Policy value of a request: the constant
+// one, or, when a layer's limits come from tiers, one built from the
+// limits each layer decided under.
+func (p *Policy) policyFieldFor(outs []outcome) string {
+	if !p.tiered {
+		return p.policyField
+	}
+	var b strings.Builder
+	b.WriteString(p.policyField)
+	for i := range outs {
+		if ls := outs[i].limits; ls != nil && outs[i].layer.tiers != nil {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.itemsOf(ls))
+		}
+	}
+	return b.String()
+}
+
+// violatedBody is the 429 body of a refusal by a multi-limit layer, naming
+// the limits that refused.
+func violatedBody(states []core.LimitState) []byte {
+	var refused []string
+	for _, s := range states {
+		if !s.Allowed {
+			refused = append(refused, s.Name)
+		}
+	}
+	var pr Problem
+	_ = json.Unmarshal(problemBody(quotaExceeded, "", ""), &pr)
+	pr.ViolatedPolicies = refused
+	b, _ := json.Marshal(pr)
+	return b
+}

@@ -1,0 +1,142 @@
+package nethttp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+type tenantKey struct{}
+
+func tenantRequest(peer, tenant string) *http.Request {
+	r := request(peer)
+	return r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+}
+
+func clockedMulti(t *testing.T, clock core.Clock) *core.Multi {
+	t.Helper()
+	s := memory.New(&memory.Options{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	m, err := core.NewMulti(core.MultiConfig{Name: "api", Store: s, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var (
+	perSecond = func(n, burst int64) core.Limit {
+		return core.Limit{Policy: core.Policy{Name: "second", Limit: n, Window: time.Second, Burst: burst}, Algorithm: algorithm.GCRA{}}
+	}
+	perDay = func(n int64) core.Limit {
+		return core.Limit{Policy: core.Policy{Name: "day", Limit: n, Window: 24 * time.Hour}, Algorithm: algorithm.Calendar{Period: algorithm.Day}}
+	}
+)
+
+// A multi-limit layer writes one RateLimit-Policy and one RateLimit item
+// per limit, named by the limit; a refusal by the daily limit waits until
+// midnight and names the day.
+func TestMultiLayerOneItemPerLimit(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC))
+	p := testPolicy(t, Config{Layers: []Layer{{
+		Multi:  clockedMulti(t, clock),
+		Limits: core.MustLimits(perSecond(10, 20), perDay(3)),
+		Key:    Identity(tenantKey{}),
+	}}})
+	for i := range 3 {
+		if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
+			t.Fatalf("request %d refused: %d %s", i, w.Code, w.Body)
+		}
+	}
+	w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme"))
+	if ok || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th request of a 3-per-day tenant: %d, want 429", w.Code)
+	}
+	if got := w.Header().Get("RateLimit-Policy"); got != `"second";q=10;w=1;sluice-burst=20, "day";q=3;w=86400` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	names, params := list(t, w.Header(), "RateLimit")
+	if len(names) != 2 || names[0] != "second" || names[1] != "day" {
+		t.Fatalf("RateLimit items %v, want second and day", names)
+	}
+	if params["day"]["r"] != int64(0) || params["day"]["t"] != int64(3600) || params["second"]["r"] != int64(17) {
+		t.Errorf("RateLimit %q: want day r=0 t=3600 (midnight), second r=17", w.Header().Values("RateLimit"))
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "3600" {
+		t.Errorf("Retry-After %q, want 3600: the daily limit refused, until midnight", ra)
+	}
+	var pr Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &pr); err != nil || len(pr.ViolatedPolicies) != 1 || pr.ViolatedPolicies[0] != "day" {
+		t.Errorf("problem %s: want violated-policies [day]", w.Body)
+	}
+	clock.Advance(time.Hour)
+	if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
+		t.Errorf("after midnight: %d, want admitted", w.Code)
+	}
+}
+
+// A tiered layer applies each tenant's plan, per request, and says so in
+// RateLimit-Policy.
+func TestTieredLayer(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	plans := map[string]string{"big": "pro"}
+	tiers, err := core.NewTiers(map[string][]core.Limit{
+		"free": {perSecond(1, 2), perDay(5)},
+		"pro":  {perSecond(10, 20), perDay(1000)},
+	}, "free", func(_ context.Context, id string) (string, error) { return plans[id], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: clockedMulti(t, clock), Tiers: tiers, Key: Identity(tenantKey{})}}})
+	count := func(tenant string) (int, http.Header) {
+		c := 0
+		var h http.Header
+		for range 30 {
+			w, ok := admit(t, p, tenantRequest("203.0.113.7:1", tenant))
+			if ok {
+				c++
+			}
+			h = w.Header()
+		}
+		return c, h
+	}
+	if got, h := count("big"); got != 20 || h.Get("RateLimit-Policy") != `"second";q=10;w=1;sluice-burst=20, "day";q=1000;w=86400` {
+		t.Errorf("pro tenant: %d admitted at once (want 20), RateLimit-Policy %q", got, h.Get("RateLimit-Policy"))
+	}
+	if got, h := count("small"); got != 2 || h.Get("RateLimit-Policy") != `"second";q=1;w=1;sluice-burst=2, "day";q=5;w=86400` {
+		t.Errorf("free tenant: %d admitted at once (want 2), RateLimit-Policy %q", got, h.Get("RateLimit-Policy"))
+	}
+}
+
+// By default a layer that refuses refunds what the earlier layers took:
+// one user's refused requests do not spend the quota of the address it
+// shares with others. With NoRefund they do.
+func TestRefusalRefundsEarlierLayers(t *testing.T) {
+	for _, noRefund := range []bool{false, true} {
+		clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+		perIP := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 5, Window: time.Minute})
+		perUser := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "per-user", Limit: 1, Window: time.Minute})
+		p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP}, {Limiter: perUser, Key: Identity(tenantKey{})}}, NoRefund: noRefund})
+		for range 6 {
+			admit(t, p, tenantRequest("203.0.113.7:1", "mallory"))
+		}
+		admitted := 0
+		for _, u := range []string{"ann", "bob", "cy", "di"} {
+			if _, ok := admit(t, p, tenantRequest("203.0.113.7:1", u)); ok {
+				admitted++
+			}
+		}
+		switch {
+		case !noRefund && admitted != 4:
+			t.Errorf("refunds on: %d of 4 other users admitted after one user's 5 refusals, want 4 (per-ip holds only mallory's 1)", admitted)
+		case noRefund && admitted != 0:
+			t.Errorf("NoRefund: %d of 4 other users admitted, want 0 (mallory's refusals spent per-ip)", admitted)
+		}
+	}
+}
