@@ -154,8 +154,8 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 				d, rc, err = l.lim.Charge(ctx, id, n)
 				if rc != nil {
 					if len(receipts) < len(receiptOut) {
-					receiptOut[len(receipts)] = len(outs)
-				}
+						receiptOut[len(receipts)] = len(outs)
+					}
 					receipts = append(receipts, rc)
 				}
 			} else {
