@@ -17,18 +17,22 @@
 // Members' weights. Never more than L in all, with no coordination; a quiet
 // region's share is wasted, and a busy one is held to its share.
 //
-// Synced: every SyncPeriod P each region writes its report (the units asked
-// and admitted in the last period, and its claim: the allowance it may be
-// enforcing) to the coordination store, and reads every region's, in one
-// atomic Update of one key (Config.Coordinator: any store.Store, say a
-// global Redis). The allowance follows demand: each region has its floor
-// fᵢ, and the rest, L − Σf, is split in proportion to the demand of the
-// live regions (by weight when none asks). A region raises its allowance
-// only to what the others' claims leave, and only after the raise is
-// written; it cuts at once, but keeps claiming the largest allowance it
-// enforced for Hold (default: the policy's Window) after the cut. So the
-// claims in the store cover, at every instant, all that any region has
-// enforced within Hold.
+// Synced: every SyncPeriod P each region reads every other region's report
+// from the coordination store (Config.Coordinator: any store.Store, say a
+// global Redis) and writes its own (the units asked and admitted in the
+// last period, and its claim: the allowance it may be enforcing), each
+// region on a key of its own, so that no two regions contend for a key.
+// The allowance follows demand: each region has its floor fᵢ, and the
+// rest, L − Σf, is split in proportion to the demand of the live regions
+// (by weight when none asks). A region raises its allowance only to what
+// the others' claims leave, and only after it has written the raised claim
+// and read the others' again: of two regions that raise at once, at least
+// one reads the other's new claim. It cuts at once, but keeps claiming the
+// largest allowance it enforced for Hold (default: the policy's Window)
+// after the cut. So the claims in the store cover, at every instant, all
+// that any region has enforced within Hold. A sync is three or four round
+// trips to the coordinator: one read of all the others (in parallel), a
+// read and a swap of its own key, and after a raise a second read.
 //
 // Leases. A region judges another by when it first read that region's
 // report unchanged (Seq), on its own clock: a region whose report has not
@@ -58,12 +62,12 @@
 // in every trailing window. Proof: a region admits in a window at most the
 // largest allowance aᵢ it enforced during that window (each admission is
 // checked against the limit in force, and the counts carry over). Take the
-// region whose such allowance was granted last, at g: its grant was
-// written in an atomic Update that read every other region's claim, and
-// each of them still covered that region's largest allowance of the window
-// (granted before g, enforced within W <= H of g), or that region was dark
-// and enforcing only its floor, which every grant leaves aside. So the
-// largest allowances of the window add up to at most L.
+// region whose such allowance was written last, at g: it enforced it only
+// after reading, after g, every other region's claim, and each of them
+// still covered that region's largest allowance of the window (written
+// before g, enforced within W <= H of g), or that region was dark and
+// enforcing only its floor, which every grant leaves aside. So the largest
+// allowances of the window add up to at most L.
 //
 // With H < W, a cut share is handed over before the window that counted it
 // ends, and a window may count it twice: at most L + M, where M is the
@@ -76,13 +80,14 @@
 // within one window, is 2·L − F.
 //
 // The price of the hold is the time a shift takes to be served: the region
-// that lost demand reports it within P, its cut is handed over H later, and
-// the region that gained it raises at its next sync, P later: within
-// H + 3·P of the shift the busy region has L − F + its floor. Meanwhile the
-// fleet admits less than L: utilization (admitted over min(demand, L)) is
-// about 1 − (H + 3·P)/T for demand that moves every T. The region tests in
-// the faults module measure it against real servers, with 50–150 ms to the
-// coordinator; the README shows the figures.
+// that lost demand reports it at its next sync, its cut is handed over H
+// later, and the region that gained it raises at its next sync after that:
+// within H + 3·S of the shift (S = the longer of P and a sync's round
+// trips) the busy region has L − F + its floor. Meanwhile the fleet admits
+// less than L: utilization (admitted over min(demand, L)) is about
+// 1 − (H + 3·S)/T for demand that moves every T. TestRegionSplitOnRealServers
+// in the faults module measures it against real servers, with 50–150 ms
+// to the coordinator; the README shows the figures.
 //
 // The rate algorithms bound units over an interval, not a window. With
 // Burst scaled as the Region scales it (Burst·a/L, so Burst·T stays about

@@ -349,3 +349,55 @@ func TestCostAboveTheAllowanceIsARefusal(t *testing.T) {
 		t.Errorf("AllowN(101) over the global limit: %v, want ErrInvalidInput", err)
 	}
 }
+
+// slowStore advances the clock by delay during each Update, while slow.
+type slowStore struct {
+	s     store.Store
+	clk   *core.ManualClock
+	delay time.Duration
+	slow  *atomic.Bool
+}
+
+func (s slowStore) Update(ctx context.Context, k store.Key, m store.Mutation) error {
+	if s.slow.Load() {
+		s.clk.Advance(s.delay)
+	}
+	return s.s.Update(ctx, k, m)
+}
+
+// A sync that outlasts the region's lease on its last report cannot keep
+// the allowance: the others may have taken it meanwhile.
+func TestSyncSlowerThanTheLeaseHoldsTheFloor(t *testing.T) {
+	const limit = 100
+	slow := &atomic.Bool{}
+	s := newSim(t, region.Synced, limit, 2, func(c *region.Config) {
+		if c.Region == "r0" {
+			c.Coordinator = slowStore{s: c.Coordinator, clk: c.Clock.(*core.ManualClock), delay: time.Second, slow: slow}
+		}
+	})
+	busy := func(i int, _ time.Duration) float64 {
+		if i == 0 {
+			return 300
+		}
+		return 0
+	}
+	s.run(3*time.Second, busy)
+	r0 := s.regions[0]
+	if got := r0.Allowance(); got < 80 {
+		t.Fatalf("r0's allowance %d before the slow sync", got)
+	}
+	// Lease 1.8 s: three store calls of 1 s each take the sync past it.
+	slow.Store(true)
+	err := r0.Sync(context.Background())
+	slow.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, floor := r0.Allowance(), int64(limit/8); got != floor {
+		t.Errorf("after a sync of 3 s: allowance %d, want the floor %d", got, floor)
+	}
+	s.run(time.Second, busy)
+	if got := r0.Allowance(); got < 80 {
+		t.Errorf("a second after: allowance %d, want it raised again", got)
+	}
+}

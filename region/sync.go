@@ -170,6 +170,7 @@ func (r *Region) exchange(ctx context.Context, m *syncRound) error {
 		return err
 	}
 	m.allowance = max(r.floors[r.self], min(m.allowance, r.limit-m.others()))
+	m.reread = true
 	return nil
 }
 
@@ -257,6 +258,13 @@ func (r *Region) commit(m *syncRound) error {
 	if m.restarted > 0 {
 		r.st.history = append(r.st.history, held{until: t1, allowance: m.restarted})
 	}
+	if !m.reread && r.st.synced && !t1.Before(r.st.lastOK.Add(r.keep())) {
+		// The sync outlasted the region's lease on its last report: the
+		// others may have taken its share meanwhile, and no read after
+		// this write says they did not. Hold the floor until the next
+		// sync raises it the way every raise goes.
+		m.allowance = min(m.allowance, r.floors[r.self])
+	}
 	r.st.synced, r.st.lastOK, r.st.lastRep = true, m.now, m.now
 	if err := r.enforce(m.allowance, t1); err != nil {
 		return err
@@ -322,6 +330,7 @@ type syncRound struct {
 	claim       int64
 	restarted   int64 // the claim a restarted region found of its own
 	demands     []int64
+	reread      bool // the others were read again after this region's write
 }
 
 // judge decides, at now (just after a read), which regions are live and
