@@ -1,0 +1,102 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// PoolConfig configures a Pool: a guaranteed base rate per tenant, and
+// above it a burst pool shared by every tenant, with a cap on each
+// tenant's share of the pool.
+type PoolConfig struct {
+	// Base is each tenant's guaranteed rate, counted per tenant. Required.
+	Base *Limiter
+	// Share caps what one tenant may draw from the pool, counted per
+	// tenant (its Policy names its own keys: it must differ from Base's).
+	// Required: without it one tenant could drain the pool.
+	Share *Limiter
+	// Pool is the burst capacity all tenants share, counted under one
+	// identity (PoolKey). Required.
+	Pool *Limiter
+	// PoolKey is the pool's identity. Default "pool".
+	PoolKey string
+}
+
+// Pool decides requests of many tenants against a base rate each plus a
+// shared burst pool (the tenant question of multi-tenant APIs): a request
+// within its tenant's base is admitted by the base alone, whatever the
+// other tenants do; above it, it may draw from the pool, up to the
+// tenant's share. A quiet tenant's unused pool serves a neighbour's spike;
+// a spiking tenant that has used its share degrades to its base, and never
+// starves the others of theirs, since no tenant's base is counted in the
+// pool.
+//
+// A draw charges the tenant's share and then the pool (two identities,
+// two slots of a cluster); when the pool refuses, the share is refunded
+// (Receipt: never more than was taken), so a refused draw costs the tenant
+// nothing. Safe for concurrent use.
+type Pool struct {
+	cfg PoolConfig
+}
+
+// PoolDecision is a Pool's answer.
+type PoolDecision struct {
+	Decision
+	// FromPool reports that the request was admitted by the pool, above
+	// the tenant's base.
+	FromPool bool
+}
+
+// NewPool checks cfg and returns the Pool.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.Base == nil || cfg.Share == nil || cfg.Pool == nil {
+		return nil, errors.New("sluice: PoolConfig needs Base, Share and Pool")
+	}
+	for _, l := range []*Limiter{cfg.Base, cfg.Share, cfg.Pool} {
+		if l.leaser != nil {
+			return nil, fmt.Errorf("%w: %s holds leases; a pool's limits must be rate limits", ErrInvalidPolicy, l.alg.Name())
+		}
+	}
+	if cfg.Base.ns == cfg.Share.ns || cfg.Base.ns == cfg.Pool.ns || cfg.Share.ns == cfg.Pool.ns {
+		return nil, fmt.Errorf("%w: Base, Share and Pool need policies of their own names (they would count in one key)", ErrInvalidPolicy)
+	}
+	if cfg.PoolKey == "" {
+		cfg.PoolKey = "pool"
+	}
+	return &Pool{cfg: cfg}, nil
+}
+
+// Allow is shorthand for AllowN(ctx, tenant, 1).
+func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
+	return p.AllowN(ctx, tenant, 1)
+}
+
+// AllowN admits n units for tenant from its base, or else from the pool
+// within its share. A refusal's RetryAfter is the base's (the wait after
+// which the tenant's own rate admits it again, whatever the pool does).
+// Errors are the Limiters': bad input, or a store that could not decide.
+func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
+	base, err := p.cfg.Base.AllowN(ctx, tenant, n)
+	if err != nil || base.Allowed {
+		return PoolDecision{Decision: base}, err
+	}
+	if n > p.cfg.Share.quota || n > p.cfg.Pool.quota {
+		return PoolDecision{Decision: base}, nil
+	}
+	share, rc, err := p.cfg.Share.Charge(ctx, tenant, n)
+	if err != nil || !share.Allowed {
+		return PoolDecision{Decision: base}, err
+	}
+	pool, err := p.cfg.Pool.AllowN(ctx, p.cfg.PoolKey, n)
+	if err != nil || !pool.Allowed {
+		if rc != nil {
+			_, _ = rc.Refund(context.WithoutCancel(ctx), n)
+		}
+		return PoolDecision{Decision: base}, err
+	}
+	d := pool
+	d.Remaining = min(share.Remaining, pool.Remaining)
+	d.Limit = base.Limit
+	return PoolDecision{Decision: d, FromPool: true}, nil
+}
