@@ -17,7 +17,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("simulate", "Replays a traffic pattern through every algorithm under a simulated clock\n"+
 		"(memory store, injected time: an hour of traffic takes milliseconds), prints\n"+
 		"admitted, rejected and the worst burst any trailing window saw, and writes a\n"+
-		"PNG with one panel per algorithm.\n\nPatterns:\n"+patternList(), stdout)
+		"PNG with one panel per algorithm. With --regions, splits one global limit\n"+
+		"across three regions in each mode of package region instead.\n\nPatterns:\n"+patternList(), stdout)
 	pattern := fs.String("pattern", "boundary", "traffic `pattern`: "+patternNames())
 	limit := fs.Int64("limit", 10, "units per window")
 	window := fs.Duration("window", time.Second, "window length")
@@ -26,8 +27,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "sluice-simulate.png", "PNG `file` to write (\"\" for none)")
 	algs := fs.String("algorithms", "", "comma-separated algorithms (default: all seven)")
 	seed := fs.Uint64("seed", 1, "random seed of the tenants and retry-storm patterns")
+	regions := fs.Bool("regions", false, "split one global limit across three regions instead: the static, synced and slack modes side by side")
+	syncPeriod := fs.Duration("sync-period", 0, "with --regions: how often the synced regions sync (default: a fifth of --window)")
 	if err := fs.parse(args); err != nil {
 		return err
+	}
+	if *regions {
+		return runSimulateRegions(ctx, fs, *limit, *window, *duration, *syncPeriod, *out, stdout)
 	}
 	pat, err := simulate.PatternByName(*pattern)
 	if err != nil {

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/simulate"
+)
+
+func TestSimulateRegionsWritesThreePanels(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "regions.png")
+	code, out, errOut := sluice(t, "simulate", "--regions", "--out", file)
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{"static: worst window", "synced: worst window", "slack: worst window", "(bound 100)", "(bound 300)", "wrote " + file} {
+		if !strings.Contains(out, want) {
+			t.Errorf("simulate --regions output lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s is not a PNG: %v", file, err)
+	}
+	w, h := simulate.RegionsPlotSize(3)
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("plot is %dx%d, want %dx%d (three panels side by side)", b.Dx(), b.Dy(), w, h)
+	}
+}
+
+func TestSimulateRegionsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--limit", "5"}, "--limit must be 12 to 100000"},
+		{[]string{"--duration", "3s"}, "--duration must be 10 to 1000 windows"},
+		{[]string{"--sync-period", "2s"}, "--sync-period must be"},
+		{[]string{"--window", "0s"}, "Window"},
+	} {
+		code, out, errOut := sluice(t, append([]string{"simulate", "--regions", "--out", ""}, tc.args...)...)
+		wantCode(t, code, exitUsage, out, errOut)
+		if !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: stderr %q, want %q", tc.args, errOut, tc.want)
+		}
+	}
+}
