@@ -210,7 +210,7 @@ func WriteRegionsPNG(w io.Writer, results []RegionsResult, sc Regions) error {
 		pl.Title.Text = RegionsTitle(r)
 		pl.X.Label.Text = "seconds"
 		pl.Y.Label.Text = "admitted per window"
-		pl.Y.Min, pl.Y.Max = 0, float64(top)*1.5 // room for the legend
+		pl.Y.Min, pl.Y.Max = 0, float64(top)*1.75 // room for the legend
 		stairs := func(y func(w int) int64) plotter.XYs {
 			var pts plotter.XYs
 			for w := range r.Asked {
