@@ -10,8 +10,12 @@ import (
 // above it a burst pool shared by every tenant, with a cap on each
 // tenant's share of the pool.
 type PoolConfig struct {
-	// Base is each tenant's guaranteed rate, counted per tenant. Required.
+	// Base is each tenant's guaranteed rate, counted per tenant. Required,
+	// unless BaseFor is set.
 	Base *Limiter
+	// BaseFor, when set, returns the base of a tenant (tenants of different
+	// sizes: a Limiter per size, not per tenant); a nil result means Base.
+	BaseFor func(tenant string) *Limiter
 	// Share caps what one tenant may draw from the pool, counted per
 	// tenant (its Policy names its own keys: it must differ from Base's).
 	// Required: without it one tenant could drain the pool.
@@ -50,15 +54,18 @@ type PoolDecision struct {
 
 // NewPool checks cfg and returns the Pool.
 func NewPool(cfg PoolConfig) (*Pool, error) {
-	if cfg.Base == nil || cfg.Share == nil || cfg.Pool == nil {
-		return nil, errors.New("sluice: PoolConfig needs Base, Share and Pool")
+	if (cfg.Base == nil && cfg.BaseFor == nil) || cfg.Share == nil || cfg.Pool == nil {
+		return nil, errors.New("sluice: PoolConfig needs Base (or BaseFor), Share and Pool")
+	}
+	if cfg.Base == nil {
+		cfg.Base = cfg.Share // only its namespace is compared below; BaseFor decides
 	}
 	for _, l := range []*Limiter{cfg.Base, cfg.Share, cfg.Pool} {
 		if l.leaser != nil {
 			return nil, fmt.Errorf("%w: %s holds leases; a pool's limits must be rate limits", ErrInvalidPolicy, l.alg.Name())
 		}
 	}
-	if cfg.Base.ns == cfg.Share.ns || cfg.Base.ns == cfg.Pool.ns || cfg.Share.ns == cfg.Pool.ns {
+	if (cfg.Base != cfg.Share && cfg.Base.ns == cfg.Share.ns) || cfg.Base.ns == cfg.Pool.ns || cfg.Share.ns == cfg.Pool.ns {
 		return nil, fmt.Errorf("%w: Base, Share and Pool need policies of their own names (they would count in one key)", ErrInvalidPolicy)
 	}
 	if cfg.PoolKey == "" {
@@ -77,7 +84,15 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 // which the tenant's own rate admits it again, whatever the pool does).
 // Errors are the Limiters': bad input, or a store that could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
-	base, err := p.cfg.Base.AllowN(ctx, tenant, n)
+	bl := p.cfg.Base
+	if p.cfg.BaseFor != nil {
+		if b := p.cfg.BaseFor(tenant); b != nil {
+			bl = b
+		} else if bl == p.cfg.Share {
+			return PoolDecision{}, fmt.Errorf("%w: no base for the tenant (BaseFor returned nil and Base is unset)", ErrInvalidInput)
+		}
+	}
+	base, err := bl.AllowN(ctx, tenant, n)
 	if err != nil || base.Allowed {
 		return PoolDecision{Decision: base}, err
 	}

@@ -18,7 +18,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		"(memory store, injected time: an hour of traffic takes milliseconds), prints\n"+
 		"admitted, rejected and the worst burst any trailing window saw, and writes a\n"+
 		"PNG with one panel per algorithm. With --regions, splits one global limit\n"+
-		"across three regions in each mode of package region instead.\n\nPatterns:\n"+patternList(), stdout)
+		"across three regions in each mode of package region instead. With --pool,\n"+
+		"three tenants share a burst pool above a base rate each, and one spikes.\n\nPatterns:\n"+patternList(), stdout)
 	pattern := fs.String("pattern", "boundary", "traffic `pattern`: "+patternNames())
 	limit := fs.Int64("limit", 10, "units per window")
 	window := fs.Duration("window", time.Second, "window length")
@@ -29,8 +30,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seed := fs.Uint64("seed", 1, "random seed of the tenants and retry-storm patterns")
 	regions := fs.Bool("regions", false, "split one global limit across three regions instead: the static, synced and slack modes side by side")
 	syncPeriod := fs.Duration("sync-period", 0, "with --regions: how often the synced regions sync (default: a fifth of --window)")
+	pool := fs.Bool("pool", false, "three tenants of different sizes instead, a base rate each and a shared burst pool: one spikes, two stay steady")
 	if err := fs.parse(args); err != nil {
 		return err
+	}
+	if *pool {
+		return runSimulatePool(ctx, fs, *out, stdout)
 	}
 	if *regions {
 		return runSimulateRegions(ctx, fs, *limit, *window, *duration, *syncPeriod, *out, stdout)
