@@ -56,16 +56,18 @@
 // Write L for the global Limit, W for its Window, P for SyncPeriod, H for
 // Hold, N for the number of regions and F for the sum of their floors.
 //
-// With H >= W (the default), the window algorithms admit at most L in
-// every window, for any P, N and any shift of demand: FixedWindow and
-// SlidingCounter at most L in every aligned window, SlidingLog at most L
-// in every trailing window. Proof: a region admits in a window at most the
+// With H >= W (the default: Window, or for FixedWindow and SlidingCounter,
+// which count per aligned window, until the end of the window in which the
+// allowance was last enforced, plus P), the window algorithms admit at
+// most L in every window, for any P, N and any shift of demand:
+// FixedWindow and SlidingCounter at most L in every aligned window,
+// SlidingLog at most L in every trailing window. Proof: a region admits in a window at most the
 // largest allowance aᵢ it enforced during that window (each admission is
 // checked against the limit in force, and the counts carry over). Take the
 // region whose such allowance was written last, at g: it enforced it only
 // after reading, after g, every other region's claim, and each of them
 // still covered that region's largest allowance of the window (written
-// before g, enforced within W <= H of g), or that region was dark and
+// before g, enforced within the window, so still held at g), or that region was dark and
 // enforcing only its floor, which every grant leaves aside. So the largest
 // allowances of the window add up to at most L.
 //

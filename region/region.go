@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 )
@@ -89,10 +90,12 @@ type Config struct {
 	SyncPeriod time.Duration
 	// Hold is how long a region keeps its claim on the largest allowance
 	// it enforced, after lowering it, before another region may have it.
-	// Default Policy.Window, which makes the synced split exact for the
-	// window algorithms (see the package doc); shorter holds move shares
-	// faster and over-admit by the bound the package doc states. Negative
-	// means none.
+	// Zero means the default, which makes the synced split exact for the
+	// window algorithms (see the package doc): for FixedWindow and
+	// SlidingCounter, which count per aligned window, until the end of the
+	// window in which the allowance was last enforced, plus a period; for
+	// the others, Policy.Window. Shorter holds move shares faster and
+	// over-admit by the bound the package doc states. Negative means none.
 	Hold time.Duration
 	// LeasePeriods is K: a region whose report has not changed for
 	// K·SyncPeriod is dark, and its share above its floor is given to the
@@ -127,6 +130,7 @@ type Region struct {
 	keys     []store.Key // per member: its report in the coordinator
 	period   time.Duration
 	hold     time.Duration
+	aligned  time.Duration // the window of an aligned hold; 0 for none
 	lease    time.Duration
 	inflight time.Duration // how long a decision may take: the limiter's Timeout
 	clock    core.Clock
@@ -266,6 +270,12 @@ func (r *Region) timing(cfg Config) error {
 	switch {
 	case r.hold == 0:
 		r.hold = cfg.Limiter.Policy.Window
+		switch cfg.Limiter.Algorithm.(type) {
+		case algorithm.FixedWindow, *algorithm.FixedWindow, algorithm.SlidingCounter, *algorithm.SlidingCounter:
+			// They count per aligned window: a claim need only outlast
+			// the window it was enforced in.
+			r.aligned = cfg.Limiter.Policy.Window
+		}
 	case r.hold < 0:
 		r.hold = 0
 	case r.hold > core.MaxWindow:

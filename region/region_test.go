@@ -192,19 +192,24 @@ func TestSlackAdmitsTheLimitInEveryRegion(t *testing.T) {
 
 func TestSyncedFollowsDemandWithinTheLimit(t *testing.T) {
 	const limit = 100
-	s := newSim(t, region.Synced, limit, 3, nil)
-	s.run(12*time.Second, shift(limit, 6*time.Second))
-	for w := int64(0); w < 12; w++ {
-		if got := s.total(w); got > limit {
-			t.Errorf("window %d: admitted %d > limit %d (%v)", w, got, limit, s.admitted[w])
+	// A shift on a window's edge, and one in the middle of a window: the
+	// hold keeps what the region that lost demand admitted in the window
+	// from being handed over before the window ends.
+	for _, at := range []time.Duration{6 * time.Second, 6500 * time.Millisecond, 6900 * time.Millisecond} {
+		s := newSim(t, region.Synced, limit, 3, nil)
+		s.run(12*time.Second, shift(limit, at))
+		for w := int64(0); w < 12; w++ {
+			if got := s.total(w); got > limit {
+				t.Errorf("shift at %v, window %d: admitted %d > limit %d (%v)", at, w, got, limit, s.admitted[w])
+			}
 		}
-	}
-	// Once the shares have followed the demand (a few periods, plus Hold
-	// after the shift), the busy region gets all but the others' floors:
-	// floors are 100/12 = 8 each.
-	for _, w := range []int64{3, 4, 5, 9, 10, 11} {
-		if got := s.total(w); got < limit-2*8-3 {
-			t.Errorf("window %d: admitted %d, want at least %d (%v)", w, got, limit-2*8-3, s.admitted[w])
+		// Once the shares have followed the demand (a few periods, plus
+		// the hold after the shift), the busy region gets all but the
+		// others' floors: floors are 100/12 = 8 each.
+		for _, w := range []int64{3, 4, 5, 9, 10, 11} {
+			if got := s.total(w); got < limit-2*8-3 {
+				t.Errorf("shift at %v, window %d: admitted %d, want at least %d (%v)", at, w, got, limit-2*8-3, s.admitted[w])
+			}
 		}
 	}
 }

@@ -236,7 +236,7 @@ func (r *Region) prepare() (*syncRound, error) {
 	cur := r.lim.Load().allowance
 	hv := cur
 	for _, h := range r.st.history {
-		if h.until.After(t0.Add(-r.hold)) {
+		if r.heldUntil(h).After(t0) {
 			hv = max(hv, h.allowance)
 		}
 	}
@@ -288,6 +288,21 @@ func (r *Region) commit(m *syncRound) error {
 // which clocks drift apart).
 func (r *Region) keep() time.Duration { return r.lease - r.hold - max(r.period, r.inflight) }
 
+// heldUntil is when the claim on an allowance enforced until h.until ends:
+// Hold later, or, for an aligned hold, at the end of the window that holds
+// h.until, a period later (for the skew between this region's clock and
+// its store's).
+func (r *Region) heldUntil(h held) time.Time {
+	if w := r.aligned; w > 0 {
+		end := h.until.Truncate(w)
+		if !end.Equal(h.until) {
+			end = end.Add(w)
+		}
+		return end.Add(r.period)
+	}
+	return h.until.Add(r.hold)
+}
+
 // enforce puts allowance a in force at now, remembering the one it
 // replaces for Hold. The caller holds r.mu.
 func (r *Region) enforce(a int64, now time.Time) error {
@@ -302,7 +317,7 @@ func (r *Region) enforce(a int64, now time.Time) error {
 	r.lim.Store(&enforcer{l: l, allowance: a})
 	keep := r.st.history[:0]
 	for _, h := range r.st.history {
-		if h.until.After(now.Add(-r.hold)) {
+		if r.heldUntil(h).After(now) {
 			keep = append(keep, h)
 		}
 	}
