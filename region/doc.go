@@ -28,8 +28,8 @@
 // the others' claims leave, and only after it has written the raised claim
 // and read the others' again: of two regions that raise at once, at least
 // one reads the other's new claim. It cuts at once, but keeps claiming the
-// largest allowance it enforced for Hold (default: the policy's Window)
-// after the cut. So the claims in the store cover, at every instant, all
+// largest allowance it enforced for Hold (see Config.Hold) after the
+// cut. So the claims in the store cover, at every instant, all
 // that any region has enforced within Hold. A sync is three or four round
 // trips to the coordinator: one read of all the others (in parallel), a
 // read and a swap of its own key, and after a raise a second read.
@@ -67,9 +67,9 @@
 // region whose such allowance was written last, at g: it enforced it only
 // after reading, after g, every other region's claim, and each of them
 // still covered that region's largest allowance of the window (written
-// before g, enforced within the window, so still held at g), or that region was dark and
-// enforcing only its floor, which every grant leaves aside. So the largest
-// allowances of the window add up to at most L.
+// before g and enforced within the window, so still held then), or that
+// region was dark and enforcing only its floor, which every grant leaves
+// aside. So the largest allowances of the window add up to at most L.
 //
 // With H < W, a cut share is handed over before the window that counted it
 // ends, and a window may count it twice: at most L + M, where M is the
@@ -82,8 +82,9 @@
 // within one window, is 2·L − F.
 //
 // The price of the hold is the time a shift takes to be served: the region
-// that lost demand reports it at its next sync, its cut is handed over H
-// later, and the region that gained it raises at its next sync after that:
+// that lost demand reports it at its next sync, its cut is handed over
+// when the hold ends (H later; at the end of the window, plus P, for an
+// aligned hold), and the region that gained it raises at its next sync:
 // within H + 3·S of the shift (S = the longer of P and a sync's round
 // trips) the busy region has L − F + its floor. Meanwhile the fleet admits
 // less than L: utilization (admitted over min(demand, L)) is about
@@ -94,7 +95,7 @@
 // The rate algorithms bound units over an interval, not a window. With
 // Burst scaled as the Region scales it (Burst·a/L, so Burst·T stays about
 // Burst·W/L), GCRA and LeakyBucket admit at most (B/L + d/W)·L in all
-// (+ ⌊M/T⌋ for the queue) in any interval of length d <= H: the bound of
+// (+ ⌊MaxDelay/T⌋ for the queue) in any interval of length d <= H: the bound of
 // one limiter of the global policy, since each unit costs W/aᵢ of the
 // time owed, whatever aᵢ it was admitted under. TokenBucket adds at most
 // ⌊T_old/T_new⌋ units per raise, below.
