@@ -39,8 +39,9 @@
 // changed for the lease, K·P (K = LeasePeriods), is dark, and its share
 // above its floor is split among the others at the next sync, within one
 // period. A region cut off from the coordinator keeps its last allowance,
-// for availability, for K·P − Hold − P after the start of its last
-// successful sync, and then holds its floor, which no other region ever
+// for availability, for K·P − Hold − P (less the limiter's Timeout instead
+// of P, when longer) after the start of its last successful sync, and then
+// holds its floor, which no other region ever
 // takes. Its lease began before its write, and the others' count from after
 // their read, so it has stopped using its share Hold + P before anyone may
 // take it: a partition cannot double-spend a share. A region that returns
