@@ -29,7 +29,9 @@ concurrent checks for one client, spread over two Limiters with their own store
 clients, against a limit of 25 per 2 s. Part two: three HTTP instances on
 loopback — net/http, gin and echo — each with its own store client, take 200
 concurrent requests from one client between them. Then it waits out the window
-and shows that admission resumes.
+and shows that admission resumes. Part three: a tier table (free, pro,
+enterprise), one multi-limit decision per request under the tenant's plan, and
+a free tenant refused by its daily limit until midnight.
 
 The default store is an embedded Redis (miniredis), so the Lua path runs with
 no server installed.`
@@ -78,7 +80,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if !ok || !httpOK || !resume {
+	fmt.Fprintln(stdout)
+	tiersOK, err := d.tiers(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok || !httpOK || !resume || !tiersOK {
 		fmt.Fprintln(stdout, "\nFAIL: a count was not what the algorithm promises (see above)")
 		return errFailed
 	}
