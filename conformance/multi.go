@@ -25,7 +25,10 @@ import (
 //     only the limits that did not bind still has exactly its quota less
 //     the units admitted (had a refusal charged them, it would have less);
 //   - without a Clock (the server's TIME on the script path) the count
-//     never exceeds the smallest quota.
+//     never exceeds the smallest quota;
+//   - refunds of multi-limit charges (Multi.Charge, Receipt.Refund),
+//     interleaved with the charges, never hold more than the smallest
+//     quota, and give back exactly at the instant of the charge.
 
 // multiLimits returns the three limits of alg's set; bind names the one
 // with the smallest quota.
@@ -159,6 +162,7 @@ func checkMulti(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
 				t.Run(fmt.Sprintf("binds-%d", bind), func(t *testing.T) { checkMultiAdmission(t, e, bind, multiFleet) })
 			}
 			t.Run("NoClock", func(t *testing.T) { checkMultiNoClock(t, e) })
+			t.Run("Refunds", func(t *testing.T) { checkMultiRefunds(t, e) })
 		})
 	}
 }
@@ -223,4 +227,71 @@ func multiAlgs(algs []core.Algorithm) []core.Algorithm {
 		}
 	}
 	return append(out, algorithm.Calendar{Period: algorithm.Month, Location: time.UTC})
+}
+
+// checkMultiRefunds: concurrentCalls charges of one unit at one instant
+// over the fleet of Multis, half of the admitted ones refunded at once.
+// Never more than the smallest quota is held (admitted less refunded),
+// and, when every limit can refund on the path, a refund at the instant
+// of its charge gives back exactly its unit to every limit.
+func checkMultiRefunds(t testing.TB, e *env) {
+	limits := multiLimits(t, e.alg, 0)
+	ls := core.MustLimits(limits...)
+	clock := core.NewManualClock(epoch)
+	fleet := make([]*core.Multi, fleetSize)
+	for i := range fleet {
+		fleet[i] = e.multi(t, e.stores[i], clock)
+	}
+	exact := true
+	for _, l := range limits {
+		_, rf := l.Algorithm.(core.Refunder)
+		_, rs := l.Algorithm.(core.RefundScripted)
+		exact = exact && rf && (rs || !e.script)
+	}
+	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
+	var mu sync.Mutex
+	var admittedN, refundedN int64
+	var other []string
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range concurrentCalls {
+		m := fleet[i%len(fleet)]
+		wg.Go(func() {
+			<-start
+			d, _, r, err := m.Charge(t.Context(), id, ls, 1, nil)
+			var k int64
+			if err == nil && d.Allowed && i%2 == 0 {
+				k, err = r.Refund(t.Context(), 1)
+				if errors.Is(err, core.ErrNotRefunded) {
+					err = nil
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !errors.Is(err, core.ErrContention) {
+				other = append(other, err.Error())
+			}
+			if err == nil && d.Allowed {
+				admittedN++
+				refundedN += k
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(other) > 0 {
+		t.Errorf("%d multi-limit charges or refunds failed; first: %s", len(other), other[0])
+	}
+	q := ls.Quota()
+	held := admittedN - refundedN
+	what := fmt.Sprintf("%s: %d multi-limit charges at one instant, half refunded", e.alg.Name(), concurrentCalls)
+	if held > q {
+		t.Errorf("%s: OVER-ADMISSION: %d admitted, %d refunded: %d held; the smallest quota is %d", what, admittedN, refundedN, held, q)
+	}
+	probe, _ := hammerMulti(t, multiFleet(t, e, clock)[:1], id, ls, 1, int(q)+1)
+	if held+int64(probe) > q {
+		t.Errorf("%s: OVER-ADMISSION: %d held, then %d more admitted; the smallest quota is %d", what, held, probe, q)
+	} else if exact && held+int64(probe) < q {
+		t.Errorf("%s: %d held and only %d more admitted, short of %d: a refund at the instant of its charge lost units", what, held, probe, q)
+	}
 }
