@@ -64,6 +64,13 @@
 //     twin runs inside the server in one round trip. A store runs it by
 //     hash and loads it on a miss (NOSCRIPT), and must never re-send a
 //     script whose outcome is unknown.
+//   - [MultiScriptRunner], for several limits on one identity (core.Multi)
+//     and for refunds: one script over one key per limit, every key of the
+//     one identity (so of one hash tag: one Redis Cluster slot), in one
+//     round trip, with the same rules as ScriptRunner. A store without it
+//     still decides several limits atomically: core.Multi keeps them all
+//     in one item, which one Update (one lock, one compare-and-swap)
+//     reads and writes.
 //
 // # Compare-and-swap stores
 //
