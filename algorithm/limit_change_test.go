@@ -78,15 +78,15 @@ func TestLimitChangeNeverExceedsTheLarger(t *testing.T) {
 						t.Fatalf("round %d: %s [%d, %d): %d admitted; the larger limit (%v) allows %d", round, what, from, to, sum, large, bound)
 					}
 				}
-				switch alg.(type) {
+				switch a := alg.(type) {
 				case FixedWindow, SlidingCounter:
 					for _, a := range log {
 						s := a.at - a.at%wus
 						check("aligned window", s, s+wus, large.Limit)
 					}
 				case Calendar:
-					for _, a := range log {
-						_, s, e, _ := alg.(Calendar).Bounds(a.at)
+					for _, x := range log {
+						_, s, e, _ := a.Bounds(x.at)
 						check("day", s, e, large.Limit)
 					}
 				case SlidingLog:
