@@ -37,6 +37,7 @@ type sim struct {
 	clk      *core.ManualClock
 	start    time.Time
 	regions  []*region.Region
+	cfgs     []region.Config
 	cut      []*atomic.Bool
 	period   time.Duration
 	window   time.Duration
@@ -82,6 +83,7 @@ func newSim(t *testing.T, mode region.Mode, limit int64, n int, tweak func(*regi
 			t.Fatal(err)
 		}
 		s.regions = append(s.regions, r)
+		s.cfgs = append(s.cfgs, cfg)
 		s.cut = append(s.cut, cut)
 	}
 	return s
@@ -404,5 +406,41 @@ func TestSyncSlowerThanTheLeaseHoldsTheFloor(t *testing.T) {
 	s.run(time.Second, busy)
 	if got := r0.Allowance(); got < 80 {
 		t.Errorf("a second after: allowance %d, want it raised again", got)
+	}
+}
+
+// A region restarted mid-window (a new process, the same regional store)
+// finds its old claim in the coordinator and holds it to the end of the
+// window: what the old process admitted is still counted there.
+func TestRestartedRegionHoldsItsOldClaim(t *testing.T) {
+	const limit = 100
+	s := newSim(t, region.Synced, limit, 2, nil)
+	s.run(3500*time.Millisecond, func(i int, _ time.Duration) float64 {
+		if i == 0 {
+			return 300
+		}
+		return 0
+	})
+	if got := s.regions[0].Allowance(); got < 80 {
+		t.Fatalf("r0's allowance %d before the restart", got)
+	}
+	r, err := region.New(s.cfgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.regions[0] = r
+	s.run(2500*time.Millisecond, func(i int, _ time.Duration) float64 {
+		if i == 1 {
+			return 300
+		}
+		return 0
+	})
+	for w, a := range s.admitted {
+		if got := s.total(w); got > limit {
+			t.Errorf("window %d: admitted %d > limit %d (%v)", w, got, limit, a)
+		}
+	}
+	if got := s.regions[1].Allowance(); got < 80 {
+		t.Errorf("r1's allowance %d after the old claim's window ended, want most of the limit", got)
 	}
 }
