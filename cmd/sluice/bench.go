@@ -35,6 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limit := fs.Int64("limit", 0, "policy limit per --window (default 1000000, so almost every call is admitted; for concurrency, --concurrency)")
 	window := fs.Duration("window", time.Second, "policy window")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal, runs over 2s), on, off")
+	metrics := metricsFlag(fs)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -77,6 +78,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer b.Close()
+	ms, err := startMetrics(*metrics, stdout)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
 	prefix := "sluice-bench-" + randomHex(4)
 	var limiters []*core.Limiter
 	for range *instances {
@@ -85,7 +91,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer closeStore()
-		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: prefix})
+		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: prefix, Observer: ms.observer()})
 		if err != nil {
 			return usageError{msg: err.Error()}
 		}
