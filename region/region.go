@@ -281,14 +281,6 @@ func (r *Region) timing(cfg Config) error {
 	case r.hold > core.MaxWindow:
 		return fmt.Errorf("region: Hold must be at most %s, got %s", core.MaxWindow, cfg.Hold)
 	}
-	k := cfg.LeasePeriods
-	if k == 0 {
-		k = int((r.hold+r.period-1)/r.period) + 4 // keeps the allowance for 3 periods
-	}
-	if k < 0 || time.Duration(k) > core.MaxWindow/r.period {
-		return fmt.Errorf("region: LeasePeriods must be positive, and LeasePeriods·SyncPeriod at most %s; got %d", core.MaxWindow, cfg.LeasePeriods)
-	}
-	r.lease = time.Duration(k) * r.period
 	switch to := cfg.Limiter.Timeout; {
 	case to == 0:
 		r.inflight = core.DefaultTimeout
@@ -297,6 +289,16 @@ func (r *Region) timing(cfg Config) error {
 	default:
 		r.inflight = to
 	}
+	k := cfg.LeasePeriods
+	if k == 0 {
+		// The least lease that keeps the allowance for 3 periods.
+		m := max(r.period, r.inflight)
+		k = int((r.hold+m+r.period-1)/r.period) + 3
+	}
+	if k < 0 || time.Duration(k) > core.MaxWindow/r.period {
+		return fmt.Errorf("region: LeasePeriods must be positive, and LeasePeriods·SyncPeriod at most %s; got %d", core.MaxWindow, cfg.LeasePeriods)
+	}
+	r.lease = time.Duration(k) * r.period
 	if m := max(r.period, r.inflight); r.lease <= r.hold+m {
 		return fmt.Errorf("region: LeasePeriods·SyncPeriod (%s) must exceed Hold + max(SyncPeriod, Limiter.Timeout) (%s)", r.lease, r.hold+m)
 	}
@@ -348,6 +350,11 @@ func (r *Region) limiterFor(a int64) (*core.Limiter, error) {
 	return l, nil
 }
 
+// Lease is, in the synced mode, LeasePeriods·SyncPeriod: how long the
+// others wait on an unchanged report before they take its region's share.
+// Zero in the other modes.
+func (r *Region) Lease() time.Duration { return r.lease }
+
 // Mode returns the region's mode.
 func (r *Region) Mode() Mode { return r.mode }
 
@@ -376,7 +383,7 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		r.fallBack(dl)
 	}
 	e := r.lim.Load()
-	if n > e.l.Quota() && n >= 1 && n <= r.quota {
+	if n > e.l.Quota() && n <= r.quota && identity != "" {
 		r.asked.Add(n)
 		return core.Decision{Allowed: false, Limit: e.l.Quota()}, nil
 	}

@@ -337,6 +337,15 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := region.New(base()); err != nil {
 		t.Errorf("base config: %v", err)
 	}
+	// The default lease keeps the allowance three periods past the hold and
+	// the limiter's Timeout, however short the period.
+	c := base()
+	c.SyncPeriod = 10 * time.Millisecond
+	if r, err := region.New(c); err != nil {
+		t.Errorf("a 10 ms period: %v", err)
+	} else if got, want := r.Lease(), time.Second+100*time.Millisecond+3*c.SyncPeriod; got != want {
+		t.Errorf("a 10 ms period: lease %v, want %v", got, want)
+	}
 }
 
 func TestCostAboveTheAllowanceIsARefusal(t *testing.T) {

@@ -52,7 +52,6 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 	fmt.Fprintf(stdout, "one global limit of %d per %s over regions a, b, c (floor %d each)\n", limit, window, limit/12)
 	fmt.Fprintf(stdout, "a asks %.0f/s until %s, then b does; c asks %.0f/s throughout; b is cut off from the coordinator %s–%s\n",
 		sc.Busy, sc.ShiftAt, sc.Quiet, sc.CutFrom, sc.CutTo)
-	fmt.Fprintf(stdout, "synced: sync every %s, hold %s, lease %d periods; simulated %s\n\n", sc.Period, window, leasePeriods(sc), sc.Duration)
 	var results []simulate.RegionsResult
 	for _, mode := range []region.Mode{region.Static, region.Synced, region.Slack} {
 		if err := ctx.Err(); err != nil {
@@ -63,6 +62,9 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 			return usagef("%s: %v", mode, err)
 		}
 		results = append(results, r)
+		if mode == region.Synced {
+			fmt.Fprintf(stdout, "synced: a sync every %s, a lease of %s; simulated %s\n\n", sc.Period, r.Lease, sc.Duration)
+		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"window", "min(asked,limit)"}
@@ -103,12 +105,4 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 	w, h := simulate.RegionsPlotSize(len(results))
 	fmt.Fprintf(stdout, "wrote %s (%dx%d PNG)\n", out, w, h)
 	return nil
-}
-
-// leasePeriods is the default LeasePeriods of package region for sc.
-func leasePeriods(sc simulate.Regions) int {
-	if sc.LeasePeriods != 0 {
-		return sc.LeasePeriods
-	}
-	return int((sc.Window+sc.Period-1)/sc.Period) + 4
 }

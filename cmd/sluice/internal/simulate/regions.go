@@ -62,6 +62,8 @@ type RegionsResult struct {
 	Worst int64
 	// Utilization is admitted / Σ min(asked, limit) over the windows.
 	Utilization float64
+	// Lease is the synced regions' lease (zero in the other modes).
+	Lease time.Duration
 }
 
 // cuttable is a coordinator that one region can be cut off from.
@@ -119,7 +121,7 @@ func RunRegions(mode region.Mode, sc Regions) (RegionsResult, error) {
 		regions = append(regions, r)
 	}
 	windows := int(sc.Duration / sc.Window)
-	res := RegionsResult{Mode: mode, Admitted: make([][]int64, windows), Asked: make([]int64, windows), Bound: sc.Limit}
+	res := RegionsResult{Mode: mode, Admitted: make([][]int64, windows), Asked: make([]int64, windows), Bound: sc.Limit, Lease: regions[0].Lease()}
 	if mode == region.Slack {
 		res.Bound = int64(n) * sc.Limit
 	}
