@@ -1,6 +1,7 @@
 package algorithm
 
 import (
+	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -36,6 +37,7 @@ var (
 	_ core.Refunder = GCRA{}
 	_ core.Refunder = LeakyBucket{}
 	_ core.Refunder = Calendar{}
+	_ core.Refunder = SlidingLog{}
 )
 
 // Refund gives back up to n units charged at at, if at's window is still
@@ -199,3 +201,41 @@ func (LeakyBucket) MultiRefundScript() *store.Script { return refundScript }
 
 // MultiRefundScript is the refund script.
 func (Calendar) MultiRefundScript() *store.Script { return refundScript }
+
+// Refund removes up to n of the entries the charge at at added (the units
+// admitted at that instant), while they are still in the trailing window.
+// Entries of one instant are alike, so removing n of them is removing the
+// charge's own.
+func (SlidingLog) Refund(state []byte, now, at, _, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	w := p.WindowMicros()
+	now, at = winClamp(now), winClamp(at)
+	entries, ok := slEntries(state)
+	k := len(entries) / 8
+	if !ok || k == 0 || n < 1 {
+		return nil, 0, 0
+	}
+	last := slAt(entries, k-1)
+	eff := max(now, last)
+	if at <= eff-w || at > last {
+		return nil, 0, 0
+	}
+	lo := sort.Search(k, func(i int) bool { return slAt(entries, i) >= at })
+	hi := sort.Search(k, func(i int) bool { return slAt(entries, i) > at })
+	r := min(n, int64(hi-lo))
+	if r <= 0 {
+		return nil, 0, 0
+	}
+	// Drop r entries of the instant: the rest moves down over them.
+	b := append(state[:1+8*(hi-int(r))], entries[8*hi:]...)
+	ttl := max(eff+w-now, 1)
+	if len(b) > 1 {
+		ttl = max(slAt(b[1:], (len(b)-1)/8-1)+w-now, 1)
+	}
+	return b, core.Micros(ttl), r
+}
+
+// Mark is 0: the log's refund needs only the charge's time.
+func (SlidingLog) Mark(core.Decision, int64, *core.Policy) int64 { return 0 }
+
+// MultiRefundScript is the refund script.
+func (SlidingLog) MultiRefundScript() *store.Script { return refundScript }

@@ -18,7 +18,7 @@ func TestRefundScriptMatchesGo(t *testing.T) {
 	c := newRedis(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(13, 2))
-	algs := []core.Algorithm{FixedWindow{}, TokenBucket{}, GCRA{}, LeakyBucket{}, Calendar{Period: Day, Location: mustLoc("America/New_York")}}
+	algs := []core.Algorithm{FixedWindow{}, SlidingLog{}, TokenBucket{}, GCRA{}, LeakyBucket{}, Calendar{Period: Day, Location: mustLoc("America/New_York")}}
 	eval := func(src string, key string, args []int64) []int64 {
 		t.Helper()
 		argv := make([]any, len(args))

@@ -11,8 +11,7 @@ import (
 )
 
 // Refunder is implemented by algorithms that can give back units a
-// decision charged (package algorithm: all but the sliding log and the
-// concurrency limit). Refund gives back up to n units charged at at (µs:
+// decision charged (package algorithm: all but the concurrency limit). Refund gives back up to n units charged at at (µs:
 // the time the charging decision was made, on the clock that made it) to
 // state at now, and reports how many it gave back. It must never
 // over-admit: never restore more than the state holds of the charge,

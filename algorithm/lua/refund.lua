@@ -97,6 +97,41 @@ local function tokens(key, n, burst, iv, mark)
 	return r
 end
 
+-- The sliding log: lower the member of instant at by up to n units, and
+-- the running sums ("<cum>/<count>") of every member after it, while the
+-- instant is in the trailing window. The new member goes in before the
+-- old one leaves, so the set is never empty and keeps its expiry.
+local function logged(key, n, window)
+	local top = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
+	if top.err or #top ~= 2 then return 0 end
+	local last = tonumber(top[2])
+	local eff = math.max(now, last)
+	if at <= eff - window or at > last then return 0 end
+	local ms = redis.call('ZRANGEBYSCORE', key, int(at), '+inf', 'WITHSCORES')
+	if #ms < 2 or tonumber(ms[2]) ~= at then return 0 end
+	local function parse(m)
+		local c, q = string.match(m, '^(%d+)/(%d+)$')
+		if not c then return nil end
+		return tonumber(c), tonumber(q)
+	end
+	local c, q = parse(ms[1])
+	if not c or q < 1 or c < q then return 0 end
+	local r = math.min(n, q)
+	for j = 1, #ms, 2 do
+		local cj, qj = parse(ms[j])
+		if not cj then return 0 end -- not our state: leave it
+	end
+	for j = 1, #ms, 2 do
+		local cj, qj = parse(ms[j])
+		if j == 1 then qj = qj - r end
+		if qj > 0 then
+			redis.call('ZADD', key, ms[j + 1], int(cj - r) .. '/' .. int(qj))
+		end
+		redis.call('ZREM', key, ms[j])
+	end
+	return r
+end
+
 local out = {}
 for i = 1, k do
 	local b = 3 + (i - 1) * WIDTH
@@ -109,7 +144,9 @@ for i = 1, k do
 	local key = KEYS[i]
 	local r = 0
 	if n >= 1 then
-		if id == 1 then -- fixed window
+		if id == 2 then
+			r = logged(key, n, window)
+		elseif id == 1 then -- fixed window
 			local start = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
 			r = counted(key, n, start, start + window)
 		elseif id == 4 then
