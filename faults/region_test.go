@@ -85,22 +85,7 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 	const n = 3
 	names := []string{"a", "b", "c"}
 	members := []region.Member{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}, {Name: "c", Weight: 1}}
-	coordSrv := startRedis(t, "--appendonly", "no")
-	var regional, coords []*sredis.Store
-	var pxs []*proxy
-	for range n {
-		srv := startRedis(t, "--appendonly", "no")
-		rs := sredis.New(srv.admin(), nil)
-		t.Cleanup(func() { _ = rs.Close() })
-		regional = append(regional, rs)
-		px := newProxy(t, coordSrv.Addr)
-		px.add("latency", `{"latency":50,"jitter":25}`) // each way: 50–150 ms a round trip
-		pxs = append(pxs, px)
-		c := goredis.NewClient(&goredis.Options{Addr: px.Addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond, ContextTimeoutEnabled: true})
-		cs := sredis.New(c, nil)
-		t.Cleanup(func() { _ = cs.Close(); _ = c.Close() })
-		coords = append(coords, cs)
-	}
+	regional, coords, pxs := regionServers(t, n)
 
 	modes := []region.Mode{region.Static, region.Synced, region.Slack}
 	regions := make([][]*region.Region, len(modes))
@@ -140,7 +125,6 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 	// it, so that the synced split has settled on it (its first syncs dial
 	// through the proxy) when the count begins.
 	t0 := time.Now().Add(2 * time.Second).Truncate(regionWindow).Add(regionWindow)
-	w0 := t0.UnixNano() / int64(regionWindow)
 	windows := int(regionRun / regionWindow)
 	tallies := make([]*regionTally, len(modes))
 	for mi := range modes {
@@ -160,50 +144,7 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 	for mi := range modes {
 		for i := range n {
 			r, tl := regions[mi][i], tallies[mi]
-			wg.Go(func() {
-				tick := time.NewTicker(10 * time.Millisecond)
-				defer tick.Stop()
-				owed := 0.0
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					at := time.Since(t0)
-					if at >= regionRun {
-						return
-					}
-					// A driver that falls behind drops what it could not
-					// send in time instead of sending it late.
-					owed = min(owed+demand(i, at)*0.01, 2*regionBusy*0.01)
-					for ; owed >= 1; owed-- {
-						sent := int(time.Now().UnixNano()/int64(regionWindow) - w0)
-						if sent < 0 {
-							_, _ = r.Allow(ctx, "fleet") // warming up: not counted
-							continue
-						}
-						cctx, ccancel := context.WithTimeout(ctx, time.Second)
-						d, err := r.Allow(cctx, "fleet")
-						ccancel()
-						decisions.Add(1)
-						if err != nil {
-							errs.Add(1)
-							continue
-						}
-						tl.asked[min(sent, tl.windows-1)][i].Add(1)
-						if d.Allowed {
-							// The server counted it in the window that ends
-							// ResetAfter after its decision.
-							end := float64(time.Now().Add(d.ResetAfter).UnixNano()) / float64(regionWindow)
-							w := int(math.Round(end)) - 1 - int(w0)
-							if w >= 0 {
-								tl.admitted[min(w, tl.windows-1)][i].Add(1)
-							}
-						}
-					}
-				}
-			})
+			wg.Go(func() { driveRegion(ctx, r, i, t0, regionWindow, regionRun, tl, demand, &errs, &decisions) })
 		}
 	}
 
@@ -367,6 +308,185 @@ func TestRegionSplitOnRealServers(t *testing.T) {
 	}
 	if backAt.IsZero() {
 		t.Errorf("b did not get a share back after the partition")
+	}
+}
+
+// TestRegionSplitWithoutHoldOverAdmitsOnRealServers is the planted defect
+// of TestRegionSplitOnRealServers: the synced split with no hold (Hold < 0)
+// hands a cut share over at once, so a window can count it in the region
+// that admitted it and again in the region it moved to. Two splits run
+// side by side on the same servers and traffic, one with the default hold
+// and one without; the demand shifts twice, each 0.3 s into a 4 s window,
+// just after the busy region has spent its share. The per-window count
+// must find no window above the limit with the hold, one above it without
+// (and none above the package doc's bound without a hold, 2·Limit −
+// Σ floors).
+func TestRegionSplitWithoutHoldOverAdmitsOnRealServers(t *testing.T) {
+	const (
+		n      = 3
+		window = 4 * time.Second
+		run    = 12 * time.Second
+	)
+	names := []string{"a", "b", "c"}
+	members := []region.Member{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}, {Name: "c", Weight: 1}}
+	regional, coords, _ := regionServers(t, n)
+	holds := []time.Duration{0, -1} // the default, none
+	regions := make([][]*region.Region, len(holds))
+	for hi, hold := range holds {
+		for i := range n {
+			r, err := region.New(region.Config{
+				Mode: region.Synced, Region: names[i], Members: members,
+				Limiter: core.Config{
+					Policy:    core.Policy{Name: fmt.Sprintf("split-hold%d", hi), Limit: regionLimit, Window: window},
+					Algorithm: algorithm.FixedWindow{},
+					Store:     regional[i],
+					Timeout:   regionTimeout,
+				},
+				Coordinator:  coords[i],
+				SyncPeriod:   regionPeriod,
+				LeasePeriods: 30, // 6 s: Hold (4 s) + a Timeout + 1.7 s kept
+				Hold:         hold,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			regions[hi] = append(regions[hi], r)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, rs := range regions {
+		for _, r := range rs {
+			wg.Go(func() { _ = r.Run(ctx) })
+		}
+	}
+	t0 := time.Now().Add(2 * time.Second).Truncate(window).Add(window)
+	windows := int(run / window)
+	demand := func(i int, at time.Duration) float64 {
+		busy := 0 // a, then b, then a: shifts 0.3 s into windows 1 and 2
+		for _, s := range []time.Duration{4300, 8300} {
+			if at >= s*time.Millisecond {
+				busy = 1 - busy
+			}
+		}
+		switch {
+		case i == busy:
+			return regionBusy
+		case i == 2:
+			return regionQuiet
+		}
+		return 0
+	}
+	var errs, decisions atomic.Int64
+	tallies := make([]*regionTally, len(holds))
+	for hi := range holds {
+		tallies[hi] = newRegionTally(windows+2, n)
+		for i, r := range regions[hi] {
+			wg.Go(func() { driveRegion(ctx, r, i, t0, window, run, tallies[hi], demand, &errs, &decisions) })
+		}
+	}
+	time.Sleep(time.Until(t0.Add(run)))
+	cancel()
+	wg.Wait()
+
+	floors := int64(n * (regionLimit / (4 * n)))
+	bounds := []int64{regionLimit, 2*regionLimit - floors}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "window  hold (a b c)         no hold (a b c)\n")
+	most := make([]int64, len(holds))
+	for w := range windows {
+		fmt.Fprintf(&sb, "%4d  ", w)
+		for hi, tl := range tallies {
+			got := tl.total(w, tl.admitted)
+			most[hi] = max(most[hi], got)
+			fmt.Fprintf(&sb, "%6d (%3d %3d %3d)  ", got, tl.admitted[w][0].Load(), tl.admitted[w][1].Load(), tl.admitted[w][2].Load())
+			if got > bounds[hi] {
+				t.Errorf("%s, window %d: admitted %d > bound %d", []string{"hold", "no hold"}[hi], w, got, bounds[hi])
+			}
+		}
+		sb.WriteString("\n")
+	}
+	t.Logf("admitted per 4 s window (limit %d; bound with the hold %d, without %d):\n%s", regionLimit, bounds[0], bounds[1], sb.String())
+	if most[1] <= regionLimit {
+		t.Errorf("no hold: worst window %d; a shift just after the busy region spent its share should have over-admitted", most[1])
+	}
+	if e, all := errs.Load(), decisions.Load(); e*200 > all {
+		t.Errorf("%d of %d decisions of the regional servers failed", e, all)
+	}
+}
+
+// regionServers starts n regional redis-servers and a coordinator, and
+// returns a store on each regional server, and for each region a store on
+// the coordinator through a proxy of its own that adds 50–150 ms of round
+// trip (the proxies, to cut a region off).
+func regionServers(t *testing.T, n int) (regional, coords []*sredis.Store, pxs []*proxy) {
+	t.Helper()
+	coordSrv := startRedis(t, "--appendonly", "no")
+	for range n {
+		srv := startRedis(t, "--appendonly", "no")
+		rs := sredis.New(srv.admin(), nil)
+		t.Cleanup(func() { _ = rs.Close() })
+		regional = append(regional, rs)
+		px := newProxy(t, coordSrv.Addr)
+		px.add("latency", `{"latency":50,"jitter":25}`) // each way: 50–150 ms a round trip
+		pxs = append(pxs, px)
+		c := goredis.NewClient(&goredis.Options{Addr: px.Addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond, ContextTimeoutEnabled: true})
+		cs := sredis.New(c, nil)
+		t.Cleanup(func() { _ = cs.Close(); _ = c.Close() })
+		coords = append(coords, cs)
+	}
+
+	return regional, coords, pxs
+}
+
+// driveRegion offers r, region i, demand(i, at) units a second from its
+// clients, at = the time since t0, until run has passed: in ticks of 10 ms,
+// dropping what it could not send in time rather than sending it late.
+// Before t0 it only warms up; from t0 on it counts in tl what it asked, by
+// the window (of the given length, counted from t0) it was sent in, and
+// what was admitted, by the window the regional server counted it in.
+func driveRegion(ctx context.Context, r *region.Region, i int, t0 time.Time, window, run time.Duration,
+	tl *regionTally, demand func(int, time.Duration) float64, errs, decisions *atomic.Int64) {
+	w0 := t0.UnixNano() / int64(window)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	owed := 0.0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		at := time.Since(t0)
+		if at >= run {
+			return
+		}
+		owed = min(owed+demand(i, at)*0.01, 2*regionBusy*0.01)
+		for ; owed >= 1; owed-- {
+			sent := int(time.Now().UnixNano()/int64(window) - w0)
+			if sent < 0 {
+				_, _ = r.Allow(ctx, "fleet") // warming up: not counted
+				continue
+			}
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			d, err := r.Allow(cctx, "fleet")
+			ccancel()
+			decisions.Add(1)
+			if err != nil {
+				errs.Add(1)
+				continue
+			}
+			tl.asked[min(sent, tl.windows-1)][i].Add(1)
+			if d.Allowed {
+				// The server counted it in the window that ends
+				// ResetAfter after its decision.
+				end := float64(time.Now().Add(d.ResetAfter).UnixNano()) / float64(window)
+				w := int(math.Round(end)) - 1 - int(w0)
+				if w >= 0 {
+					tl.admitted[min(w, tl.windows-1)][i].Add(1)
+				}
+			}
+		}
 	}
 }
 
