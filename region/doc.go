@@ -80,7 +80,10 @@
 // (L − F)·S, where S <= 1 is the demand shift: the fraction of all demand
 // that moved between regions over that time, as the reports of each period
 // saw it. The worst case, all demand moving from one region to another
-// within one window, is 2·L − F.
+// within one window, is 2·L − F: with L = 100 and F = 24,
+// TestRegionSplitWithoutHoldOverAdmitsOnRealServers (faults module)
+// measures 171 in a window without the hold, and at most 100 with it, on
+// the same servers and traffic.
 //
 // The price of the hold is the time a shift takes to be served: the region
 // that lost demand reports it at its next sync, its cut is handed over
