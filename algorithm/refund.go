@@ -23,12 +23,15 @@ import (
 //   - GCRA, leaky bucket: the theoretical arrival (drain) time moves back
 //     by the intervals of the charge that still lie ahead of now (the mark
 //     is that time right after the charge), never before now;
+//   - sliding log: up to n of the entries of the charge's instant are
+//     removed, while they are in the trailing window (the Lua twin lowers
+//     that instant's member, and the running sums of the members after
+//     it);
 //
 // so the state after a refund admits no more than it would had the
 // refunded charge never happened: a refund of an old charge never lets
-// more than the quota through at one instant. The sliding log has no refund: its
-// entries are merged per instant, and taking units back from a member
-// that later admissions counted on would change their sums.
+// more than the quota through at one instant. Every refund has its Lua
+// twin in lua/refund.lua.
 
 var (
 	_ core.Refunder = FixedWindow{}
@@ -239,3 +242,6 @@ func (SlidingLog) Mark(core.Decision, int64, *core.Policy) int64 { return 0 }
 
 // MultiRefundScript is the refund script.
 func (SlidingLog) MultiRefundScript() *store.Script { return refundScript }
+
+// MultiRefundScript is the refund script.
+func (SlidingCounter) MultiRefundScript() *store.Script { return refundScript }

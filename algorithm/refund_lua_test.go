@@ -18,7 +18,7 @@ func TestRefundScriptMatchesGo(t *testing.T) {
 	c := newRedis(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(13, 2))
-	algs := []core.Algorithm{FixedWindow{}, SlidingLog{}, TokenBucket{}, GCRA{}, LeakyBucket{}, Calendar{Period: Day, Location: mustLoc("America/New_York")}}
+	algs := []core.Algorithm{FixedWindow{}, SlidingLog{}, SlidingCounter{}, TokenBucket{}, GCRA{}, LeakyBucket{}, Calendar{Period: Day, Location: mustLoc("America/New_York")}}
 	eval := func(src string, key string, args []int64) []int64 {
 		t.Helper()
 		argv := make([]any, len(args))
@@ -46,7 +46,7 @@ func TestRefundScriptMatchesGo(t *testing.T) {
 			t.Errorf("the run gave %d refunds and refused %d: it should meet many of both", gave, none)
 		}
 	})
-	for round := 0; round < 80; round++ {
+	for round := 0; round < 120; round++ {
 		alg := algs[r.IntN(len(algs))]
 		rf := alg.(core.Refunder)
 		ms := alg.(core.RefundScripted)

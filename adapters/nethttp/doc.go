@@ -52,8 +52,7 @@
 // capacity, and nothing that the refill has since restored (the
 // conformance suite proves it under interleavings across instances). It
 // costs one store call per earlier layer on a refusal; Config.NoRefund
-// keeps the units taken instead. (On Redis or Valkey a sliding-counter
-// layer has no refund: its units stay taken.)
+// keeps the units taken instead.
 // Leases already taken by earlier concurrency layers are released at once.
 // So put the coarse, cheap layers first and a concurrency layer last.
 //

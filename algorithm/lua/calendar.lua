@@ -8,7 +8,7 @@
 -- than a period decides as the server's clock says.
 --
 -- ARGV[1] now µs; ARGV[2] n; ARGV[3] limit. Reply: {allowed, limit,
--- remaining, retry_after_us, reset_after_us, 0}.
+-- remaining, retry_after_us, reset_after_us, delay_us = 0}.
 --
 -- State: one integer v = start + count - 1 (decimal), as the fixed window
 -- keeps it: the start (µs) of the period that holds the newest admission,

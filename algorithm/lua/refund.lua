@@ -11,7 +11,7 @@
 -- burst, interval, max delay, and for the calendar the period boundaries
 -- computed around at), then the limit's mark (core.Refunder.Mark: the
 -- bucket's tokens, or its TAT or drain time, right after the charge).
--- Reply: the units refunded to each limit.
+-- Reply: the units refunded to each limit, in order.
 
 local WIDTH = 12
 local now = clock(ARGV[1])
@@ -21,6 +21,7 @@ if not k or k < 1 or #KEYS ~= k or #ARGV ~= 3 + k * WIDTH then
 	return redis.error_reply('sluice: refund script: bad arguments')
 end
 local MAXEXACT = 9007199254740991
+local MAXLIMIT = 1000000000 -- core.MaxLimit
 local MAXTIME = 4573968371548159 -- the buckets' latest stored time
 
 local function int(x) return string.format('%d', x) end
@@ -132,6 +133,87 @@ local function logged(key, n, window)
 	return r
 end
 
+-- The sliding counter: the charge's units leave the current count, while
+-- the window charged is the state's newest and not yet two windows past.
+-- The state is decoded as the twin decodes it (sliding-counter.lua, from
+-- which the decoding below is copied) and written back in the form the
+-- twin writes, with the same q, keeping its expiry.
+local function counter(key, n, window)
+	local function muldiv(a, b, c)
+		local q, r = 0, 0
+		for shift = 20, 0, -10 do
+			local digit = idiv(a, 2 ^ shift) % 1024
+			local t = r * 1024 + digit * b
+			local k = idiv(t, c)
+			q = q * 1024 + k
+			r = t - k * c
+		end
+		return q, r
+	end
+
+	-- R = floor(cbrt(1000 * window)), exactly: R^3 <= 1000 * 2^42 < 2^53.
+	local big = 1000 * window
+	local radix = math.floor(big ^ (1 / 3))
+	while radix * radix * radix > big do radix = radix - 1 end
+	while (radix + 1) * (radix + 1) * (radix + 1) <= big do radix = radix + 1 end
+
+	-- pcall: a key of another type is not our state and reads as absent, as
+	-- undecodable state does in the Go step. So does a malformed string, and a
+	-- number too large for exact arithmetic: tonumber rounds monotonically, so
+	-- every decimal above MAXEXACT compares above it.
+	local s, prev, cur, q = -1, 0, 0, 0
+	local v = redis.pcall('GET', key)
+	if type(v) == 'string' then
+		if string.find(v, '^%d+$') then
+			local hi = tonumber(string.sub(v, 1, -4)) or 0
+			local lo = tonumber(string.sub(v, -3))
+			if hi <= MAXEXACT then
+				local a = idiv(hi, window) * window
+				local x = (hi - a) * 1000 + lo
+				local c = idiv(x, radix)
+				local b = idiv(c, radix)
+				local x3, x2, x1 = b, c - b * radix, x - c * radix
+				-- q < prev, or both 0: the step's floor of prev times a
+				-- fraction below 1.
+				if a <= MAXNOW and (x3 < x2 or x3 == 0) then
+					s, prev, cur, q = a, x2, x1, x3
+				end
+			end
+		else
+			local a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
+			if a then
+				a, b, c = tonumber(a), tonumber(b), tonumber(c)
+				if a <= MAXNOW and b <= MAXLIMIT and c <= MAXLIMIT then
+					s, prev, cur = idiv(a, window) * window, b, c
+					q = muldiv(prev, a - s, window)
+				end
+			end
+		end
+	end
+
+	if s < 0 or cur == 0 then return 0 end
+	local charged = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
+	if charged ~= s or now >= s + 2 * window then return 0 end
+	local r = math.min(n, cur)
+	cur = cur - r
+	local state
+	if prev < radix and cur < radix then
+		local x = (q * radix + prev) * radix + cur
+		local h = idiv(x, 1000)
+		state = string.format('%d%03d', s + h, x - h * 1000)
+	else
+		local t = s
+		if prev > 0 then
+			local f, rr = muldiv(q, window, prev)
+			if rr > 0 then f = f + 1 end
+			t = s + f
+		end
+		state = string.format('%d:%d:%d', t, prev, cur)
+	end
+	redis.call('SET', key, state, 'KEEPTTL')
+	return r
+end
+
 local out = {}
 for i = 1, k do
 	local b = 3 + (i - 1) * WIDTH
@@ -146,6 +228,8 @@ for i = 1, k do
 	if n >= 1 then
 		if id == 2 then
 			r = logged(key, n, window)
+		elseif id == 3 then
+			r = counter(key, n, window)
 		elseif id == 1 then -- fixed window
 			local start = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
 			r = counted(key, n, start, start + window)
