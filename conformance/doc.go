@@ -129,6 +129,18 @@
 //     key meets a fresh quota, and its admission writes the key again (a
 //     store whose insert fails while an expired row is in the way fails
 //     here).
+//   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
+//     charges at one instant over the fleet, half refunded as they come,
+//     never hold more than the quota, and a refund at the instant of its
+//     charge gives back exactly its unit; a charge made in a window's last
+//     µs and refunded in the next window (or after a refill) never lets
+//     more than the quota through at one instant.
+//   - Multi (once per path, every algorithm that can be one of several
+//     limits, and the calendar): a three-limit set on one identity over
+//     core.Multi, each limit binding in turn, 200 concurrent calls: exactly
+//     what the Go steps admit all or nothing, a refused request charging no
+//     limit, no over-admission without a Clock, and refunds of multi-limit
+//     charges that hold no more than the smallest quota.
 //
 // # Limits
 //
