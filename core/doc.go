@@ -15,6 +15,14 @@
 // or the input was bad (ErrInvalidInput, ErrInvalidPolicy), or the caller's
 // context ended.
 //
+// Several limits on one identity are one decision of a [Multi] over
+// [Limits] ("10 per second AND 10,000 per day"; all admit or none is
+// charged), chosen per request by [Tiers]; a charge that a later check may
+// refuse is made with [Limiter.Charge] and given back with
+// [Receipt.Refund]; a cost known only afterwards is reserved
+// ([Limiter.Reserve]) and settled; a [Pool] gives tenants a base rate and a
+// shared burst pool.
+//
 // core knows no store, no algorithm and no framework. The contract a store
 // implements lives in package store (an application never needs it); the
 // algorithms in package algorithm; the HTTP doors in adapters/.
