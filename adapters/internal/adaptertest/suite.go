@@ -272,11 +272,11 @@ func testLayers(t *testing.T, h Harness) {
 	}
 	r := Do(t, s.Client(), "GET", s.URL+"/api", UserHeader, "carol")
 	CheckDenied(t, r, "per-user")
-	// The per-ip layer admitted the refused request first: its unit stays
-	// taken (r=97), and the response says so.
+	// The per-ip layer admitted the refused request first, and its unit is
+	// refunded (the default): r=98, and the response says so.
 	ip, _ := Find(List(t, r.Header, "RateLimit"), "per-ip")
-	if v, _ := ip.Int("r"); v != 97 {
-		t.Errorf("per-ip r=%d after three requests, want 97", v)
+	if v, _ := ip.Int("r"); v != 98 {
+		t.Errorf("per-ip r=%d after three requests (one refused and refunded), want 98", v)
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("handler ran %d times, want 2", n)
