@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func commandCalls(t *testing.T, c *goredis.ClusterClient, cmds ...string) map[st
 	t.Helper()
 	calls := map[string]int64{}
 	perNode := map[string]map[string]int64{}
+	var mu sync.Mutex // ForEachMaster calls fn on each master concurrently
 	err := c.ForEachMaster(context.Background(), func(ctx context.Context, n *goredis.Client) error {
 		info, err := n.Info(ctx, "commandstats").Result()
 		if err != nil {
@@ -49,7 +51,9 @@ func commandCalls(t *testing.T, c *goredis.ClusterClient, cmds ...string) map[st
 				}
 			}
 		}
+		mu.Lock()
 		perNode[n.Options().Addr] = m
+		mu.Unlock()
 		return nil
 	})
 	if err != nil {
