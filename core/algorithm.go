@@ -1,8 +1,9 @@
 package core
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Algorithm is a pure step over one key's state: no I/O, no clock reads.

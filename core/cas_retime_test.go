@@ -2,10 +2,11 @@ package core
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/store"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // seenNows is an algorithm that records the now of every Step.

@@ -3,11 +3,12 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // casMem is a CASBackend over a map with versions; conflicts can be injected.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // window is a fixed window for these tests: Limit per Window, aligned on

@@ -3,9 +3,10 @@ package core
 import (
 	"context"
 	"encoding/binary"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // counter is a minimal algorithm for core's own tests: at most Limit units

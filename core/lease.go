@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/store"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Lease is one slot of a concurrency limit, held from Acquire until Release

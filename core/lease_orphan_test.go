@@ -3,11 +3,12 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // lossyStore runs every update on a mapStore, but loses the reply of the

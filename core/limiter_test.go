@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/store"
 	"math"
 	"runtime"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 var testPolicy = Policy{Name: "api", Limit: 5, Window: time.Second}

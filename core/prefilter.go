@@ -2,8 +2,9 @@ package core
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/store"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // A pre-filter (Config.PreFilter) is a loose limit kept in process, in

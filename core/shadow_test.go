@@ -3,10 +3,11 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/store"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // events records what an Observer hears.

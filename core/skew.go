@@ -1,8 +1,9 @@
 package core
 
 import (
-	"github.com/sluicehq/sluice/store"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // WithClockSkew returns alg as a Limiter runs it over a store that declares

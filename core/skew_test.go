@@ -3,9 +3,10 @@ package core
 import (
 	"context"
 	"encoding/binary"
-	"github.com/sluicehq/sluice/store"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // stamp is a minimal algorithm with a time in its state: it admits once at

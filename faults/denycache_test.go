@@ -8,26 +8,27 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // counting counts the round trips a script store makes.
 type counting struct {
-	core.Store
-	r     core.ScriptRunner
+	store.Store
+	r     store.ScriptRunner
 	calls atomic.Int64
 }
 
-func (c *counting) Update(ctx context.Context, key core.Key, m core.Mutation) error {
+func (c *counting) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	c.calls.Add(1)
 	return c.Store.Update(ctx, key, m)
 }
 
-func (c *counting) RunScript(ctx context.Context, s *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+func (c *counting) RunScript(ctx context.Context, s *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	c.calls.Add(1)
 	return c.r.RunScript(ctx, s, key, args)
 }
 
-func floodLimiter(t testing.TB, s core.Store, deny *core.DenyCacheOptions) *core.Limiter {
+func floodLimiter(t testing.TB, s store.Store, deny *core.DenyCacheOptions) *core.Limiter {
 	t.Helper()
 	l, err := core.New(core.Config{Policy: core.PerMinute("flood", 10), Algorithm: algorithm.GCRA{}, Store: s, DenyCache: deny})
 	if err != nil {
@@ -44,7 +45,7 @@ func TestDenyCacheFloodOnRedis(t *testing.T) {
 	for _, sk := range storeKinds[:2] {
 		for _, on := range []bool{false, true} {
 			st := sk.open(t, []string{srv.Addr}, false)
-			c := &counting{Store: st, r: st.(core.ScriptRunner)}
+			c := &counting{Store: st, r: st.(store.ScriptRunner)}
 			var opts *core.DenyCacheOptions
 			if on {
 				opts = &core.DenyCacheOptions{}
@@ -97,7 +98,7 @@ func BenchmarkDenyCacheFloodRedis(b *testing.B) {
 				}
 				b.Run(name, func(b *testing.B) {
 					st := sk.open(b, []string{srv.Addr}, false)
-					c := &counting{Store: st, r: st.(core.ScriptRunner)}
+					c := &counting{Store: st, r: st.(store.ScriptRunner)}
 					var opts *core.DenyCacheOptions
 					if on {
 						opts = &core.DenyCacheOptions{}

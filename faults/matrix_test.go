@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -405,7 +406,7 @@ func classify(c *call, m core.FailureMode, d core.Decision, err error, ev core.E
 	c.unknown = errors.Is(storeErr, core.ErrOutcomeUnknown)
 }
 
-func newMatrixLimiter(t testing.TB, s core.Store, m core.FailureMode, observe func(core.Event)) *core.Limiter {
+func newMatrixLimiter(t testing.TB, s store.Store, m core.FailureMode, observe func(core.Event)) *core.Limiter {
 	t.Helper()
 	p := matrixPolicy
 	p.Name = "matrix-" + m.String()

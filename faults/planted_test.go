@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // misclassifying is a planted defect: a store that reports a script whose
@@ -14,14 +16,14 @@ import (
 // ErrOutcomeUnknown). A caller then believes the request was not counted,
 // while the server counted it.
 type misclassifying struct {
-	core.Store
-	r core.ScriptRunner
+	store.Store
+	r store.ScriptRunner
 }
 
-func (s misclassifying) RunScript(ctx context.Context, sc *core.Script, key core.Key, args core.ScriptArgs) (core.ScriptResult, error) {
+func (s misclassifying) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	res, err := s.r.RunScript(ctx, sc, key, args)
 	if errors.Is(err, core.ErrOutcomeUnknown) {
-		return res, &core.StoreError{Op: "script", Err: errors.New("not sent")}
+		return res, &store.Error{Op: "script", Err: errors.New("not sent")}
 	}
 	return res, err
 }
@@ -32,9 +34,9 @@ func (s misclassifying) RunScript(ctx context.Context, sc *core.Script, key core
 // what was admitted plus what was reported unknown.
 func TestMatrixCatchesAMiscount(t *testing.T) {
 	redis := storeKinds[0]
-	planted := storeKind{name: "planted", open: func(t testing.TB, addrs []string, cluster bool) core.Store {
+	planted := storeKind{name: "planted", open: func(t testing.TB, addrs []string, cluster bool) store.Store {
 		s := redis.open(t, addrs, cluster)
-		return misclassifying{Store: s, r: s.(core.ScriptRunner)}
+		return misclassifying{Store: s, r: s.(store.ScriptRunner)}
 	}}
 	rows := runCell(t, faults[faultIndex("stall")], planted)
 	var caught bool

@@ -8,7 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	valkeygo "github.com/valkey-io/valkey-go"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	smemcache "github.com/sluicehq/sluice/store/memcache"
 	sredis "github.com/sluicehq/sluice/store/redis"
 	svalkey "github.com/sluicehq/sluice/store/valkey"
@@ -18,11 +18,11 @@ import (
 // the nodes of a cluster), closed when the test ends.
 type storeKind struct {
 	name string
-	open func(t testing.TB, addrs []string, cluster bool) core.Store
+	open func(t testing.TB, addrs []string, cluster bool) store.Store
 }
 
 var storeKinds = []storeKind{
-	{"redis", func(t testing.TB, addrs []string, cluster bool) core.Store {
+	{"redis", func(t testing.TB, addrs []string, cluster bool) store.Store {
 		var c goredis.UniversalClient
 		if cluster {
 			c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
@@ -33,7 +33,7 @@ var storeKinds = []storeKind{
 		t.Cleanup(func() { _ = s.Close(); _ = c.Close() })
 		return s
 	}},
-	{"valkey", func(t testing.TB, addrs []string, cluster bool) core.Store {
+	{"valkey", func(t testing.TB, addrs []string, cluster bool) store.Store {
 		s, err := svalkey.Open(valkeygo.ClientOption{InitAddress: addrs, DisableCache: true}, nil)
 		if err != nil {
 			t.Fatalf("valkey-go over %v: %v", addrs, err)
@@ -41,7 +41,7 @@ var storeKinds = []storeKind{
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}},
-	{"memcache", func(t testing.TB, addrs []string, _ bool) core.Store {
+	{"memcache", func(t testing.TB, addrs []string, _ bool) store.Store {
 		c := gomemcache.New(addrs...)
 		// A round trip abandoned at its deadline keeps its goroutine until
 		// the client's own Timeout: short, so that goroutines are back at

@@ -186,7 +186,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 	}{
 		{"not unavailable", errors.New("bad script"), nil},
 		{"contention", &store.ContentionError{Attempts: 8}, nil},
-		{"caller cancelled", core.UnknownOutcome(context.Canceled), func() context.Context {
+		{"caller cancelled", store.UnknownOutcome(context.Canceled), func() context.Context {
 			c, cancel := context.WithCancel(ctx)
 			cancel()
 			return c
@@ -214,7 +214,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: 20 * time.Millisecond})
 		for range guard.DefaultConsecutiveFailures {
 			dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
 			cancel()
 		}
 		if br.State() != guard.Open {
@@ -227,7 +227,7 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: time.Second})
 		for range 2 * guard.DefaultConsecutiveFailures {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
-			_ = br.Store().Update(dctx, core.Key{Namespace: "n", Identity: "a"}, &step{})
+			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
 			cancel()
 		}
 		if br.State() != guard.Closed {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Defaults for the fields of FleetOptions.
@@ -33,7 +35,7 @@ type FleetOptions struct {
 	// Store, when set, receives each instance's heartbeats (one key,
 	// updated atomically), and the fleet is counted from them while the
 	// store answers. During an outage the last count is kept.
-	Store core.Store
+	Store store.Store
 	// Prefix and Name name the heartbeat key: instances with the same
 	// Prefix and Name count one another. Defaults core.DefaultPrefix and
 	// DefaultFleetName; the same rules as Config.Prefix and Policy.Name.
@@ -58,7 +60,7 @@ type Fleet struct {
 	size     atomic.Int64
 	id       uint64
 	o        FleetOptions
-	key      core.Key
+	key      store.Key
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -99,7 +101,7 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if _, err := core.New(core.Config{Policy: core.PerSecond(o.Name, 1), Algorithm: nopAlgorithm{}, Store: nopStore{}, Prefix: o.Prefix}); err != nil {
 		return nil, err
 	}
-	f := &Fleet{id: rand.Uint64() | 1, o: o, key: core.Key{Namespace: core.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
+	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
 	f.size.Store(int64(o.Size))
 	if o.Store == nil {
 		return f, nil
@@ -352,4 +354,4 @@ func (nopAlgorithm) Step([]byte, int64, int64, *core.Policy) ([]byte, time.Durat
 
 type nopStore struct{}
 
-func (nopStore) Update(context.Context, core.Key, core.Mutation) error { return nil }
+func (nopStore) Update(context.Context, store.Key, store.Mutation) error { return nil }

@@ -2,6 +2,7 @@ package echo
 
 import (
 	"github.com/labstack/echo/v5"
+
 	"github.com/sluicehq/sluice/adapters/nethttp"
 )
 

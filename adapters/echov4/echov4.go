@@ -2,6 +2,7 @@ package echov4
 
 import (
 	"github.com/labstack/echo/v4"
+
 	"github.com/sluicehq/sluice/adapters/nethttp"
 )
 

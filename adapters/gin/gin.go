@@ -2,6 +2,7 @@ package gin
 
 import (
 	"github.com/gin-gonic/gin"
+
 	"github.com/sluicehq/sluice/adapters/nethttp"
 )
 
