@@ -43,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	limit := fs.Int64("limit", 25, "units per window")
 	window := fs.Duration("window", 2*time.Second, "window length")
 	httpAlg := fs.String("http-algorithm", "sliding-log", "algorithm of the HTTP instances")
+	metrics := metricsFlag(fs)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -68,7 +69,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.Close()
-	d := &demo{b: b, p: p, requests: *requests, prefix: "sluice-demo-" + randomHex(4), out: stdout}
+	ms, err := startMetrics(*metrics, stdout)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
+	d := &demo{b: b, p: p, requests: *requests, prefix: "sluice-demo-" + randomHex(4), out: stdout, observer: ms.observer()}
 	fmt.Fprintf(stdout, "store: %s\npolicy: %s\n\n", b.Name, p)
 
 	ok, err := d.algorithms(ctx)
@@ -100,6 +106,7 @@ type demo struct {
 	prefix   string
 	out      io.Writer
 	closers  []func()
+	observer func(core.Event) // --metrics, or nil
 }
 
 // limiter returns a Limiter with a store client of its own: one instance of
@@ -110,7 +117,7 @@ func (d *demo) limiter(alg core.Algorithm) (*core.Limiter, error) {
 		return nil, err
 	}
 	d.closers = append(d.closers, closeStore)
-	return core.New(core.Config{Policy: d.p, Algorithm: alg, Store: s, Prefix: d.prefix + ":" + alg.Name(), Timeout: 5 * time.Second})
+	return core.New(core.Config{Policy: d.p, Algorithm: alg, Store: s, Prefix: d.prefix + ":" + alg.Name(), Timeout: 5 * time.Second, Observer: d.observer})
 }
 
 func (d *demo) close() {

@@ -58,3 +58,12 @@ func TestMetricsBadAddress(t *testing.T) {
 	code, out, errOut := sluice(t, "bench", "--store", "memory", "--duration", "100ms", "--metrics", "256.0.0.1:1")
 	wantCode(t, code, exitUsage, out, errOut)
 }
+
+// The demo's limiters report to --metrics: a run counts its decisions there.
+func TestDemoServesMetrics(t *testing.T) {
+	code, out, errOut := sluice(t, "demo", "--store", "memory", "--window", "1s", "--metrics", "127.0.0.1:0")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "metrics at http://127.0.0.1:") {
+		t.Fatalf("the demo does not say where its metrics are:\n%s", out)
+	}
+}
