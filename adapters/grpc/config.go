@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/adapters/internal/fields"
 	"github.com/sluicehq/sluice/core"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 )
@@ -166,7 +167,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		if i > 0 {
 			field.WriteString(", ")
 		}
-		appendPolicyItem(&field, &pol, ly.leaser, ly.quota)
+		fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		p.layers = append(p.layers, ly)
 	}
 	p.policyField = field.String()

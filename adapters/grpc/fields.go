@@ -2,7 +2,6 @@ package sluicegrpc
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -18,31 +17,6 @@ import (
 //
 // Policy names are SF Strings; core.Policy.Validate allows only
 // [A-Za-z0-9._-] in a name, so a name never needs escaping.
-
-// appendPolicyItem writes one ratelimit-policy item, as the HTTP policy
-// does: q is the long-run quota per window w; a bucket's burst, when it
-// differs from the rate, is the vendor parameter sluice-burst; a window that
-// is not a whole number of seconds has no w; a concurrency limit has no
-// window and the unit concurrent-requests.
-func appendPolicyItem(b *strings.Builder, p *core.Policy, concurrency bool, quota int64) {
-	b.WriteString(`"`)
-	b.WriteString(p.Name)
-	b.WriteString(`";q=`)
-	b.WriteString(strconv.FormatInt(p.Limit, 10))
-	if concurrency {
-		b.WriteString(`;qu="concurrent-requests"`)
-		return
-	}
-	if p.Window%time.Second == 0 {
-		b.WriteString(";w=")
-		b.WriteString(strconv.FormatInt(int64(p.Window/time.Second), 10))
-	}
-	if quota != p.Limit {
-		b.WriteString(";sluice-burst=")
-		b.WriteString(strconv.FormatInt(quota, 10))
-	}
-}
-
 // outcome is one layer's decision for one call.
 type outcome struct {
 	layer *layer

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sluicehq/sluice/adapters/internal/fields"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -222,7 +223,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		if field.Len() > 0 {
 			field.WriteString(", ")
 		}
-		appendPolicyItem(&field, &pol, ly.leaser, ly.quota)
+		fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		p.layers = append(p.layers, ly)
 	}
 	p.policyField = field.String()

@@ -3,7 +3,6 @@ package nethttp
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -18,33 +17,6 @@ import (
 //
 // Policy names are SF Strings; core.Policy.Validate allows only
 // [A-Za-z0-9._-] in a name, so a name never needs escaping.
-
-// appendPolicyItem writes one RateLimit-Policy item. q is the long-run
-// quota per window w. For a bucket algorithm, whose burst (the quota a
-// client sees at once, Decision.Limit) differs from the rate, the burst is
-// the vendor parameter sluice-burst. A window that is not a whole number of
-// seconds has no w (the field has no sub-second precision, and rounding it
-// would misstate the rate). A concurrency limit has no window; its unit is
-// concurrent-requests.
-func appendPolicyItem(b *strings.Builder, p *core.Policy, concurrency bool, quota int64) {
-	b.WriteString(`"`)
-	b.WriteString(p.Name)
-	b.WriteString(`";q=`)
-	b.WriteString(strconv.FormatInt(p.Limit, 10))
-	if concurrency {
-		b.WriteString(`;qu="concurrent-requests"`)
-		return
-	}
-	if p.Window%time.Second == 0 {
-		b.WriteString(";w=")
-		b.WriteString(strconv.FormatInt(int64(p.Window/time.Second), 10))
-	}
-	if quota != p.Limit {
-		b.WriteString(";sluice-burst=")
-		b.WriteString(strconv.FormatInt(quota, 10))
-	}
-}
-
 // seconds rounds d up to whole seconds (delay-seconds), 0 for d <= 0.
 func seconds(d time.Duration) int64 {
 	if d <= 0 {

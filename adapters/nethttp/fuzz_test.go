@@ -4,6 +4,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+
+	"github.com/sluicehq/sluice/adapters/internal/clientip"
 )
 
 // FuzzClient feeds arbitrary peers and forwarding headers to both header
@@ -27,7 +29,7 @@ func FuzzClient(f *testing.F) {
 		r.RemoteAddr = peer
 		r.Header.Set("X-Forwarded-For", xffValue)
 		r.Header.Set("Forwarded", fwdValue)
-		peerAddr, peerOK := parseHostPort(peer)
+		peerAddr, peerOK := clientip.ParseHostPort(peer)
 		for _, p := range []*Policy{xff, fwd} {
 			q := p.newRequest(r, "", nil)
 			pfx := q.Client()

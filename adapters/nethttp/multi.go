@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluicehq/sluice/adapters/internal/fields"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -77,7 +78,7 @@ func policyItems(ls *core.Limits) string {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		appendPolicyItem(&b, &lm.Policy, false, lm.Algorithm.Quota(&lm.Policy))
+		fields.AppendPolicyItem(&b, &lm.Policy, false, lm.Algorithm.Quota(&lm.Policy))
 	}
 	return b.String()
 }

@@ -1,7 +1,14 @@
-package nethttp
+// Package clientip decides who a client is from its connection's peer
+// and, behind a trusted proxy, the forwarding header the proxy wrote:
+// X-Forwarded-For, or Forwarded (RFC 7239). It is the one parser the HTTP
+// policy (adapters/nethttp) and the gRPC interceptors (adapters/grpc) share,
+// so a client behind the same proxies is the same identity through every
+// door.
+package clientip
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -25,9 +32,9 @@ type hop struct {
 	ok   bool
 }
 
-// walkForwarded is walkXFF for Forwarded: it parses every element, then
+// WalkForwarded is WalkXFF for Forwarded: it parses every element, then
 // walks them from the right with the same rule.
-func walkForwarded(lines []string, last netip.Addr, trusted func(netip.Addr) bool) netip.Addr {
+func WalkForwarded(lines []string, last netip.Addr, trusted func(netip.Addr) bool) netip.Addr {
 	var inline [16]hop
 	hops := inline[:0]
 	for _, line := range lines {
@@ -117,7 +124,7 @@ func parseForNode(v string) (netip.Addr, bool) {
 		if err != nil || !a.Is6() || !forPort(port) {
 			return netip.Addr{}, false
 		}
-		return clean(a), true
+		return Clean(a), true
 	}
 	if i := strings.IndexByte(v, ':'); i >= 0 {
 		host, port = v[:i], v[i:]
@@ -228,4 +235,97 @@ func skipElement(s string, i int) int {
 		}
 	}
 	return len(s)
+}
+
+// WalkXFF walks X-Forwarded-For lines (joined in order, as one list) from the
+// right. last is the trusted peer. It returns the first untrusted hop; at a
+// hop that is not an address it stops and returns the last trusted hop,
+// because the proxy that should have written a valid address there did not,
+// and whatever lies further left cannot be trusted; when every hop is
+// trusted it returns the leftmost.
+func WalkXFF(lines []string, last netip.Addr, trusted func(netip.Addr) bool) netip.Addr {
+	for i := len(lines) - 1; i >= 0; i-- {
+		s := lines[i]
+		for {
+			j := strings.LastIndexByte(s, ',')
+			a, ok := parseNode(s[j+1:])
+			if !ok {
+				return last
+			}
+			if !trusted(a) {
+				return a
+			}
+			last = a
+			if j < 0 {
+				break
+			}
+			s = s[:j]
+		}
+	}
+	return last
+}
+
+// parseNode reads one forwarding hop, trimmed of optional white space:
+// "192.0.2.1", "192.0.2.1:8080", "2001:db8::1", "[2001:db8::1]",
+// "[2001:db8::1]:8080", with an optional IPv6 zone that is dropped.
+// IPv4-mapped IPv6 addresses become IPv4.
+func parseNode(s string) (netip.Addr, bool) {
+	s = strings.Trim(s, " \t")
+	if s == "" {
+		return netip.Addr{}, false
+	}
+	if s[0] == '[' {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		a, err := netip.ParseAddr(s[1:end])
+		if err != nil || !a.Is6() {
+			return netip.Addr{}, false
+		}
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
+			return netip.Addr{}, false
+		}
+		return Clean(a), true
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		// One colon: IPv4 with a port.
+		a, err := netip.ParseAddr(s[:i])
+		if err != nil || !a.Is4() || !validPort(s[i+1:]) {
+			return netip.Addr{}, false
+		}
+		return a, true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return Clean(a), true
+}
+
+// ParseHostPort reads a connection's RemoteAddr: "ip:port", "[ip6]:port",
+// or a bare address (some servers and tests set one).
+func ParseHostPort(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return Clean(ap.Addr()), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return Clean(a), true
+	}
+	return netip.Addr{}, false
+}
+
+func Clean(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
+
+func validPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	return n <= 65535
 }
