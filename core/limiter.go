@@ -60,6 +60,10 @@ type Event struct {
 	// Shadowed reports that the store refused and the Limiter, in shadow
 	// mode (Config.Shadow), admitted: Decision is the admission returned.
 	Shadowed bool
+	// DenyCached reports a refusal by the deny cache (Config.DenyCache),
+	// and PreFiltered one by the pre-filter (Config.PreFilter): decided in
+	// process, with no store call.
+	DenyCached, PreFiltered bool
 }
 
 // Config configures a Limiter. Policy, Algorithm and Store are required.
@@ -286,6 +290,20 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 // error, shadow mode for a refusal, then the Observer. A zero start means
 // the decision was not timed.
 func (l *Limiter) settle(ctx context.Context, identity string, n int64, d Decision, storeErr error, start time.Time) (Decision, error) {
+	return l.settleFrom(ctx, identity, n, d, storeErr, start, fromStore)
+}
+
+// source says who decided: the store, or a guard in front of it.
+type source uint8
+
+const (
+	fromStore source = iota
+	fromDenyCache
+	fromPreFilter
+)
+
+// settleFrom is settle for a decision made by src.
+func (l *Limiter) settleFrom(ctx context.Context, identity string, n int64, d Decision, storeErr error, start time.Time, src source) (Decision, error) {
 	err := storeErr
 	if err != nil {
 		d, err = l.fail(ctx, identity, n, err)
@@ -299,7 +317,8 @@ func (l *Limiter) settle(ctx context.Context, identity string, n int64, d Decisi
 		if !start.IsZero() {
 			took = time.Since(start)
 		}
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: took, Shadowed: shadowed})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: took,
+			Shadowed: shadowed, DenyCached: src == fromDenyCache, PreFiltered: src == fromPreFilter})
 	}
 	return d, err
 }

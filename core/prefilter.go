@@ -22,14 +22,14 @@ func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start t
 	if l.deny != nil {
 		now = l.now()
 		if d, ok := l.deny.get(identity, n, now); ok {
-			return l.settle(ctx, identity, n, d, nil, start)
+			return l.settleFrom(ctx, identity, n, d, nil, start, fromDenyCache)
 		}
 	}
 	if pf := l.cfg.PreFilter; pf != nil {
 		// A cost above the pre-filter's quota is the store's to decide.
 		if d, err := pf.AllowN(ctx, identity, n); err == nil && !d.Allowed && n <= d.Limit {
 			d = Decision{Limit: l.quota, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}
-			return l.settle(ctx, identity, n, d, nil, start)
+			return l.settleFrom(ctx, identity, n, d, nil, start, fromPreFilter)
 		}
 	}
 	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)

@@ -167,6 +167,9 @@ func (o *Observer) Observe(e core.Event) {
 	if e.Shadowed {
 		o.shadow.Add(ctx, 1, a.policy...)
 	}
+	if e.DenyCached {
+		o.denyHits.Add(ctx, 1, a.policy...)
+	}
 	if e.Err != nil && errors.Is(e.Err, core.ErrOutcomeUnknown) {
 		o.unknown.Add(ctx, 1, a.policy...)
 	}
@@ -228,7 +231,8 @@ func (o *Observer) resolve(policy string) *attrs {
 }
 
 // DenyCacheHit counts one refusal of policy answered by a deny cache
-// without a store call. Wire it to the deny cache's hit callback.
+// without a store call. Observe counts those of core's deny cache itself
+// (Event.DenyCached); DenyCacheHit is for a cache of your own.
 func (o *Observer) DenyCacheHit(policy string) {
 	o.denyHits.Add(context.Background(), 1, o.attrs(policy).policy...)
 }

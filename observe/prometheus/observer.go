@@ -175,6 +175,9 @@ func (o *Observer) Observe(e core.Event) {
 	if e.Shadowed {
 		s.shadow.Inc()
 	}
+	if e.DenyCached {
+		s.denyHits.Inc()
+	}
 	if e.Err != nil && errors.Is(e.Err, core.ErrOutcomeUnknown) {
 		s.unknown.Inc()
 	}
@@ -235,7 +238,8 @@ func (o *Observer) resolve(policy string) *series {
 }
 
 // DenyCacheHit counts one refusal of policy answered by a deny cache
-// without a store call. Wire it to the deny cache's hit callback.
+// without a store call. Observe counts those of core's deny cache itself
+// (Event.DenyCached); DenyCacheHit is for a cache of your own.
 func (o *Observer) DenyCacheHit(policy string) { o.series(policy).denyHits.Inc() }
 
 // SetFallbackActive records whether policy decides through its fallback
