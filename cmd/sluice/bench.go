@@ -97,6 +97,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		limiters = append(limiters, l)
 	}
+	if err := warmUp(ctx, limiters, alg); err != nil {
+		return err
+	}
 	identities := make([]string, *keys)
 	for i := range identities {
 		identities[i] = "client-" + strconv.Itoa(i)
@@ -268,4 +271,31 @@ func (h *histogram) quantile(q float64) time.Duration {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// warmUp makes one decision through each limiter before the clock starts,
+// within dialTimeout, so that the run measures decisions, not a client's
+// first dials and a cluster client's first read of the slot map (64
+// callers on a cold cluster client spend their whole deadline waiting for
+// it). It decides for an identity of its own, reset afterwards.
+func warmUp(ctx context.Context, limiters []*core.Limiter, alg core.Algorithm) error {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	const id = "warm-up"
+	for _, l := range limiters {
+		var err error
+		if _, ok := alg.(core.Leaser); ok {
+			var lease *core.Lease
+			if lease, _, err = l.Acquire(ctx, id); lease != nil {
+				_ = lease.Release(ctx)
+			}
+		} else {
+			_, err = l.Allow(ctx, id)
+		}
+		if err != nil {
+			return unreachableError{fmt.Errorf("a first decision did not finish within %s: %w", dialTimeout, err)}
+		}
+		_ = l.Reset(ctx, id)
+	}
+	return nil
 }
