@@ -220,7 +220,7 @@ func (t *Transport) get(name string) *scope {
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	name := t.scopeOf(r)
 	for attempt := 0; ; attempt++ {
-		sent, err := t.admit(r.Context(), name)
+		s, sent, err := t.admit(r.Context(), name)
 		if err != nil {
 			if r.Body != nil {
 				r.Body.Close() // a RoundTripper closes the body, even on error
@@ -228,7 +228,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := t.base().RoundTrip(r)
-		retry := t.learn(name, sent, resp, err)
+		retry := t.learn(s, sent, resp, err)
 		if err != nil || retry <= 0 || attempt >= t.Retries || !replayable(r) {
 			return resp, err
 		}
@@ -260,8 +260,8 @@ func replayable(r *http.Request) bool {
 }
 
 // admit waits until a request may go to scope name, and counts it as sent
-// against every policy it draws on (returned, for learn).
-func (t *Transport) admit(ctx context.Context, name string) ([]*policy, error) {
+// against the scope and every policy it draws on (returned, for learn).
+func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, error) {
 	for {
 		t.mu.Lock()
 		s := t.get(name)
@@ -276,7 +276,7 @@ func (t *Transport) admit(ctx context.Context, name string) ([]*policy, error) {
 			done := s.notify
 			t.mu.Unlock()
 			if err := sleepUntil(ctx, done, -1); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
@@ -291,14 +291,14 @@ func (t *Transport) admit(ctx context.Context, name string) ([]*policy, error) {
 			}
 			s.inflight++
 			t.mu.Unlock()
-			return sent, nil
+			return s, sent, nil
 		}
 		t.mu.Unlock()
 		if wait > t.maxWait() {
-			return nil, &LimitedError{Scope: name, Policy: by, Wait: wait}
+			return nil, nil, &LimitedError{Scope: name, Policy: by, Wait: wait}
 		}
 		if err := sleepUntil(ctx, nil, wait); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
@@ -353,13 +353,13 @@ func sleepUntil(ctx context.Context, done <-chan struct{}, d time.Duration) erro
 	}
 }
 
-// learn reads what resp says about the limits of scope name, and returns
-// how long the server asked to wait before a retry (0: none asked, or not a
-// refusal).
-func (t *Transport) learn(name string, sent []*policy, resp *http.Response, err error) time.Duration {
+// learn reads what resp says about the limits of scope s, the one admit
+// counted the request against (even if MaxScopes has forgotten it since),
+// and returns how long the server asked to wait before a retry (0: none
+// asked, or not a refusal).
+func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err error) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.get(name)
 	for _, p := range sent {
 		p.inflight--
 	}

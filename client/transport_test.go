@@ -335,3 +335,42 @@ func FuzzFields(f *testing.F) {
 		}
 	})
 }
+
+// blocker answers once release is closed, counting requests in flight.
+type blocker struct {
+	release chan struct{}
+	started chan struct{}
+}
+
+func (b *blocker) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return &http.Response{StatusCode: 200, Header: http.Header{"Ratelimit": {`"p";r=5;t=10`}}, Body: http.NoBody, Request: r}, nil
+}
+
+// A response whose scope was forgotten meanwhile (MaxScopes) is read into
+// the scope that sent it, and leaves the counts of a new one alone.
+func TestForgottenScopeKeepsCountsRight(t *testing.T) {
+	b := &blocker{release: make(chan struct{}), started: make(chan struct{}, 2)}
+	tr := &Transport{MaxScopes: 1, Base: b, FailFast: true}
+	hc := &http.Client{Transport: tr}
+	done := make(chan error, 2)
+	go func() { _, err := get(t, hc, "http://127.0.0.1:9/a"); done <- err }()
+	<-b.started
+	go func() { _, err := get(t, hc, "http://127.0.0.2:9/b"); done <- err }() // forgets 127.0.0.1:9
+	<-b.started
+	tr.mu.Lock()
+	fresh := tr.get("127.0.0.1:9") // a new scope for the first host, forgetting the second
+	tr.mu.Unlock()
+	close(b.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if fresh.inflight != 0 || fresh.learned {
+		t.Fatalf("the new scope has %d in flight, learned %v; want 0, false: the old request's answer belongs to the old scope", fresh.inflight, fresh.learned)
+	}
+}
