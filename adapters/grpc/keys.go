@@ -1,9 +1,9 @@
 package sluicegrpc
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/adapters/internal/identity"
 )
 
 // Identity keys calls by the authenticated identity an earlier interceptor
@@ -13,37 +13,7 @@ import (
 // integer type. A call without one (not authenticated) is keyed by its
 // client address instead, under the same policy.
 func Identity(key any) KeyFunc {
-	return func(c *Call) string {
-		switch v := c.Value(key).(type) {
-		case string:
-			return v
-		case []byte:
-			return string(v)
-		case int:
-			return strconv.Itoa(v)
-		case int8:
-			return strconv.FormatInt(int64(v), 10)
-		case int16:
-			return strconv.FormatInt(int64(v), 10)
-		case int32:
-			return strconv.FormatInt(int64(v), 10)
-		case int64:
-			return strconv.FormatInt(v, 10)
-		case uint:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint8:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint16:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint32:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint64:
-			return strconv.FormatUint(v, 10)
-		case fmt.Stringer:
-			return v.String()
-		}
-		return ""
-	}
+	return func(c *Call) string { return identity.Of(c.Value(key)) }
 }
 
 // Method keys calls by their full method name: one quota for everyone who

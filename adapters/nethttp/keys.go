@@ -1,9 +1,9 @@
 package nethttp
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
+
+	"github.com/sluicehq/sluice/adapters/internal/identity"
 )
 
 // Identity keys requests by the authenticated identity the application
@@ -13,37 +13,7 @@ import (
 // integer type. A request without one (not authenticated) is keyed by its client
 // address instead, under the same policy.
 func Identity(key any) KeyFunc {
-	return func(q *Request) string {
-		switch v := q.Value(key).(type) {
-		case string:
-			return v
-		case []byte:
-			return string(v)
-		case int:
-			return strconv.Itoa(v)
-		case int8:
-			return strconv.FormatInt(int64(v), 10)
-		case int16:
-			return strconv.FormatInt(int64(v), 10)
-		case int32:
-			return strconv.FormatInt(int64(v), 10)
-		case int64:
-			return strconv.FormatInt(v, 10)
-		case uint:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint8:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint16:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint32:
-			return strconv.FormatUint(uint64(v), 10)
-		case uint64:
-			return strconv.FormatUint(v, 10)
-		case fmt.Stringer:
-			return v.String()
-		}
-		return ""
-	}
+	return func(q *Request) string { return identity.Of(q.Value(key)) }
 }
 
 // Route keys requests by their method and route pattern: one quota for
