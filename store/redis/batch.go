@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -32,8 +33,26 @@ type batcher struct {
 	queue []*call // FIFO; abandoned calls wait here until take skips them
 }
 
-func newBatcher(s *Store) *batcher {
-	return &batcher{s: s, max: s.opts.MaxBatch, lanes: s.opts.Pipelines}
+// newBatcher returns the batcher of one node, whose client has poolSize
+// connections (0: unknown). It keeps at most Options.Pipelines round trips
+// in flight, and never more than the connections: a lane beyond them would
+// only wait in the client's pool for one to come free, while its calls
+// could have joined a pipeline.
+func newBatcher(s *Store, poolSize int) *batcher {
+	lanes := s.opts.Pipelines
+	if poolSize > 0 {
+		lanes = min(lanes, poolSize)
+	}
+	return &batcher{s: s, max: s.opts.MaxBatch, lanes: lanes}
+}
+
+// poolSize is how many connections c keeps to one node, or 0 when its type
+// does not say.
+func poolSize(c goredis.UniversalClient) int {
+	if c, ok := c.(*goredis.Client); ok {
+		return c.Options().PoolSize
+	}
+	return 0
 }
 
 // do runs c's command and returns its error. When ctx ends while c waits,

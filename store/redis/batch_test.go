@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -182,5 +184,89 @@ func TestBatcherDeadlines(t *testing.T) {
 	defer s.single.mu.Unlock()
 	if s.single.busy != 0 || len(s.single.queue) != 0 {
 		t.Errorf("after every call returned: %d lanes busy, %d calls queued", s.single.busy, len(s.single.queue))
+	}
+}
+
+// gateHook holds each script sent alone until n of them are in flight at
+// once, or until its patience runs out, and counts what it saw.
+type gateHook struct {
+	sendCounter
+	n        int
+	patience time.Duration
+	inFlight chan struct{}
+	open     chan struct{}
+	once     sync.Once
+}
+
+func newGateHook(n int, patience time.Duration) *gateHook {
+	return &gateHook{n: n, patience: patience, inFlight: make(chan struct{}, n), open: make(chan struct{})}
+}
+
+func (h *gateHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	count := h.sendCounter.ProcessHook(next)
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if isScript(cmd) {
+			select {
+			case h.inFlight <- struct{}{}:
+			default:
+			}
+			if len(h.inFlight) == h.n {
+				h.once.Do(func() { close(h.open) })
+			}
+			select {
+			case <-h.open:
+			case <-time.After(h.patience):
+			}
+		}
+		return count(ctx, cmd)
+	}
+}
+
+// TestBatcherLanesFollowCores: by default as many callers as twice
+// GOMAXPROCS each have a round trip of their own, all in flight at once,
+// as with a pooled client: none waits behind another's round trip.
+func TestBatcherLanesFollowCores(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	callers := DefaultPipelines()
+	if callers != 4 {
+		t.Fatalf("DefaultPipelines at GOMAXPROCS 2 = %d, want 4", callers)
+	}
+	s := newStore(t, nil)
+	h := newGateHook(callers, 2*time.Second)
+	s.Client().AddHook(h)
+	sc := algorithm.GCRA{}.Script()
+	if err := s.Client().ScriptLoad(ctxT(t), sc.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, s.Client())
+	p := core.Policy{Name: "t", Limit: 1000, Window: time.Hour}
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			if _, err := s.RunScript(ctxT(t), sc, key, core.NewScriptArgs(&p, 0, 1)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-h.open:
+	default:
+		t.Errorf("%d concurrent callers were never all in flight at once", callers)
+	}
+	if alone, pipelined, _ := h.sent(); alone != callers || pipelined != 0 {
+		t.Errorf("%d concurrent callers: %d sent alone, %d in pipelines; want all alone", callers, alone, pipelined)
+	}
+}
+
+// TestBatcherLanesCappedByPool: the batcher keeps no more round trips in
+// flight than the client has connections, whatever Options.Pipelines says.
+func TestBatcherLanesCappedByPool(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), PoolSize: 3})
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, &Options{Pipelines: 16})
+	t.Cleanup(func() { _ = s.Close() })
+	if s.single.lanes != 3 {
+		t.Fatalf("%d lanes over a pool of 3 connections, want 3", s.single.lanes)
 	}
 }

@@ -104,12 +104,16 @@
 // go-redis pays a round trip per goroutine and a connection per round trip
 // in flight. The store's batcher coalesces concurrent script calls into
 // pipelines, one batcher per node (per master on a cluster, by the key's
-// slot). A call that finds fewer than Options.Pipelines round trips in
+// slot). A call that finds fewer than Options.Pipelines round trips (by
+// default twice GOMAXPROCS, and never more than the node's connections) in
 // flight to its node takes one and is sent at once, alone, from its own
 // goroutine and under its own context: alone, a caller pays nothing for the
 // batcher. A call that finds them all busy queues; when a round trip ends,
 // the queued calls, up to Options.MaxBatch, go out together in one pipeline,
-// sent by a goroutine of the batcher. Each call still waits under its own
+// sent by a goroutine of the batcher. So the batcher follows the load: a
+// few concurrent callers each have a round trip of their own, as with a
+// pooled client, and many share pipelines that fill as they arrive, which
+// costs the server one read for many decisions. Each call still waits under its own
 // context and leaves at its own deadline: before its pipeline was sent,
 // with an error that says nothing ran; after, with core.ErrOutcomeUnknown.
 // A pipeline whose replies are lost fails every call in it with

@@ -65,7 +65,7 @@ func New(c goredis.UniversalClient, opts *Options) *Store {
 // Options.NoBatch.
 func (s *Store) startBatcher() {
 	if !s.opts.NoBatch && s.cluster == nil {
-		s.single = newBatcher(s)
+		s.single = newBatcher(s, poolSize(s.client))
 	}
 }
 
@@ -151,6 +151,6 @@ func (s *Store) batcherFor(ctx context.Context, key string) *batcher {
 	if b, ok := s.nodes.Load(node); ok {
 		return b.(*batcher)
 	}
-	b, _ := s.nodes.LoadOrStore(node, newBatcher(s))
+	b, _ := s.nodes.LoadOrStore(node, newBatcher(s, node.Options().PoolSize))
 	return b.(*batcher)
 }
