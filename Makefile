@@ -5,7 +5,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: demo test test-short deps lint bench fuzz
+.PHONY: demo test test-short deps lint bench bench-table fuzz
 
 demo:
 	cd cmd/sluice && $(GO) run . demo
@@ -45,6 +45,24 @@ bench: deps
 .PHONY: bench-in-env
 bench-in-env:
 	scripts/modules.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
+
+# The README's side-by-side table: ROUNDS runs of bench's BenchmarkMatrix, one
+# after another so that the rounds interleave, reduced by bench/cmd/benchtable
+# to each peer's ns/op over Sluice's, the median of the rounds; then what one
+# decision costs the server and one key its memory (BenchmarkServerCost,
+# BenchmarkRedisBytesPerKey) and the memory store's heap per key.
+ROUNDS ?= 5
+BENCHTIME ?= 1s
+bench-table: deps
+	scripts/servers.sh $(MAKE) --no-print-directory bench-table-in-env
+
+.PHONY: bench-table-in-env
+bench-table-in-env:
+	cd bench && for i in $$(seq $(ROUNDS)); do \
+		GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkMatrix$$' -benchmem -benchtime $(BENCHTIME) . || exit 1; \
+	done | GOWORK=off $(GO) run ./cmd/benchtable
+	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkServerCost$$' -benchtime 20000x .
+	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^Benchmark(RedisBytesPerKey|HeapPerKey)$$' -benchtime 1x .
 
 # Longer fuzzing of every algorithm's stated bound (make test runs the seed corpus).
 FUZZTIME ?= 30s

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,7 +174,8 @@ func reportErrors(b *testing.B, errs int64) {
 
 func matrixParallel(b *testing.B, step decide, ids []string, goroutines int, deny bool) {
 	ctx := context.Background()
-	b.SetParallelism(max(1, goroutines/2)) // GOMAXPROCS is 2 on the project's machine
+	procs := runtime.GOMAXPROCS(0) // SetParallelism multiplies it
+	b.SetParallelism(max(1, (goroutines+procs-1)/procs))
 	b.ReportAllocs()
 	b.ResetTimer()
 	var errs atomic.Int64
@@ -309,7 +311,8 @@ func matrixValkeyClient(tb testing.TB, addr string) valkeygo.Client {
 }
 
 func sluiceDecide(tb testing.TB, s store.Store, m matrixMode) decide {
-	l, err := core.New(core.Config{Policy: core.Policy{Name: "m", Limit: m.limit(), Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: s, Timeout: time.Second})
+	// Default options: the per-call deadline is core.DefaultTimeout.
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "m", Limit: m.limit(), Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: s})
 	if err != nil {
 		tb.Fatal(err)
 	}
