@@ -6,10 +6,11 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// mapKey is what a key is stored under: 128 bits, each half a seeded hash of
-// the Namespace combined with a seeded hash of the Identity. The raw identity
-// is never kept. h0 picks the shard, h1 the slot in the shard's table. (A
-// struct, not an array: Go passes a struct of two words in registers.)
+// mapKey is a key's hash: 128 bits, each half a seeded hash of the
+// Namespace combined with a seeded hash of the Identity. The raw identity is
+// never kept. The low bits of h0 pick the shard, h1 the slot in the shard's
+// table, and the slot keeps the 96 bits that tell its keys apart (slotKey).
+// (A struct, not an array: Go passes a struct of two words in registers.)
 type mapKey struct{ h0, h1 uint64 }
 
 // keyHasher turns a store.Key into a mapKey. The seeds are random per Store

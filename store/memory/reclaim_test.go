@@ -9,7 +9,7 @@ import (
 )
 
 // slotsHeld is the number of slots the store's tables hold, used or not:
-// what its memory follows (64 bytes a slot).
+// what its memory follows (40 bytes a slot).
 func slotsHeld(s *Store) int {
 	n := 0
 	for i := range s.shards {

@@ -95,67 +95,61 @@ func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error
 		now = s.now()
 	}
 	k := s.keys.hash(key)
-	sh, sl, state, err := s.open(k, now)
-	if err != nil {
-		return err
-	}
-	defer sh.mu.Unlock()
-	next, ttl := m.Apply(state)
-	return sh.commit(k, sl, now, next, ttl)
-}
-
-// open locks the shard of the key k and returns it, with k's slot (nil when
-// absent) and the state Apply must see at now: empty when absent or
-// expired, every algorithm reading an empty state as absent. The empty
-// state is the expired slot's own buffer, or the shard's scratch for a new
-// key, with their capacity, so that the step writes the fresh state in
-// place instead of allocating it.
-// Unless it returns an error, the caller must unlock the shard, by a defer:
-// a Mutation or Algorithm of the user's that panics must not leave every
-// key of the shard locked.
-func (s *Store) open(k mapKey, now int64) (*shard, *slot, []byte, error) {
 	sh := s.shard(k)
 	sh.mu.Lock()
+	// A defer, not an Unlock after the step: a Mutation or Algorithm of the
+	// user's that panics must not leave every key of the shard locked.
+	defer sh.mu.Unlock()
 	if sh.closed {
-		sh.mu.Unlock()
-		return nil, nil, nil, ErrClosed
+		return ErrClosed
 	}
+	sk := k.slot()
+	sl, state := sh.open(sk, now)
+	next, ttl := m.Apply(state)
+	sh.commit(sk, sl, now, next, ttl)
+	return nil
+}
+
+// open returns k's slot (nil when absent) and the state a step must see at
+// now: empty when absent or expired, every algorithm reading an empty state
+// as absent. The empty state is the expired slot's own buffer, or the
+// shard's scratch for a new key, with their capacity, so that the step
+// writes the fresh state in place instead of allocating it. The caller
+// holds sh.mu.
+func (sh *shard) open(k slotKey, now int64) (*slot, []byte) {
 	sl := sh.t.find(k)
-	var state []byte
 	switch {
 	case sl == nil:
-		state = sh.scratch[:0]
+		return nil, sh.scratch[:0]
 	case now < sl.expires:
-		state = sl.state()
+		return sl, sh.t.state(sl)
 	default:
-		state = sl.state()[:0]
+		return sl, sh.t.state(sl)[:0]
 	}
-	return sh, sl, state, nil
 }
 
 // commit writes what a step returned for the key k, whose slot open found
 // as sl: a nil next leaves the key as it was, a ttl <= 0 deletes it,
 // anything else is kept until now + ttl. The caller holds sh.mu.
-func (sh *shard) commit(k mapKey, sl *slot, now int64, next []byte, ttl time.Duration) error {
+func (sh *shard) commit(k slotKey, sl *slot, now int64, next []byte, ttl time.Duration) {
 	switch {
 	case next == nil:
-		return nil
+		return
 	case ttl <= 0:
 		if sl != nil {
 			sh.t.remove(k)
 		}
-		return nil
+		return
 	}
 	if sl == nil {
 		sh.makeRoom(now)
 		sl = sh.t.insert(k)
 	}
-	sl.setState(next)
+	sh.t.setState(sl, next)
 	sl.expires = expiry(now, ttl)
 	if sl.expires < sh.next {
 		sh.next = sl.expires
 	}
-	return nil
 }
 
 var _ inproc.Binder = (*Store)(nil)
@@ -178,15 +172,19 @@ type taker struct {
 // Its errors are Update's.
 func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (d core.Decision, err error) {
 	k := t.s.keys.identity(t.ns, identity)
-	sh, sl, state, err := t.s.open(k, now)
-	if err != nil {
-		return d, err
+	sh := t.s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock() // see Update
+	if sh.closed {
+		return d, ErrClosed
 	}
-	defer sh.mu.Unlock()
+	sk := k.slot()
+	sl, state := sh.open(sk, now)
 	var next []byte
 	var ttl time.Duration
 	next, ttl, d = alg.Step(state, now, n, p)
-	return d, sh.commit(k, sl, now, next, ttl)
+	sh.commit(sk, sl, now, next, ttl)
+	return d, nil
 }
 
 // expiry is now + ttl in µs, the ttl rounded up so that a key never expires
@@ -212,7 +210,7 @@ func (s *Store) Delete(_ context.Context, key store.Key) error {
 	if sh.closed {
 		return ErrClosed
 	}
-	sh.t.remove(k)
+	sh.t.remove(k.slot())
 	return nil
 }
 

@@ -1,27 +1,37 @@
 package memory
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // table is one shard's hash table: open addressing with linear probing over
-// a power-of-two array of 64-byte slots, keyed by mapKey, with each key's
-// state held inside its slot when it fits (every rate algorithm's does).
-// A decision on an existing key so touches one cache line and allocates
-// nothing, where a Go map of pointers would chase three (the map's group,
-// the entry, the state) and leave two heap objects per key for the garbage
-// collector to trace. The keys are already uniform random bits (a seeded
-// hash), so the table uses them as they are, without hashing them again.
+// an array of 40-byte slots of any length, keyed by slotKey, with each key's
+// state held inside its slot when it fits (every O(1) algorithm's does).
+// A decision on an existing key so touches one slot and allocates nothing,
+// where a Go map of pointers would chase three (the map's group, the entry,
+// the state) and leave two heap objects per key for the garbage collector to
+// trace. A slot holds no pointer, so the collector never scans the array.
+// The keys are already uniform random bits (a seeded hash), so the table
+// maps them onto its slots as they are (see home), without hashing them
+// again.
 //
 // Deletion shifts the following run of slots back (no tombstones), so a
 // lookup always ends at the first empty slot; the load is kept at most 3/4,
-// so there is always one.
+// so there is always one. The table grows by half when an insert would pass
+// 3/4, so growth leaves it at least half full: with 40-byte slots a key
+// takes 53 to 80 bytes.
 type table struct {
 	slots []slot // nil until the first insert
-	mask  uint64
 	count int
 	// hand is the next slot that reclaim and evict look at: a clock hand
 	// that goes round the table, so that their work per insert is bounded
 	// and, over time, every slot is looked at.
-	hand uint64
+	hand int
+	// long holds the states longer than inlineCap (a sliding log, many
+	// leases), by key: the slot of such a key carries slotLong. Nil until
+	// the first one.
+	long map[slotKey][]byte
 }
 
 const (
@@ -40,69 +50,110 @@ const (
 	evictProbes = 4 * evictSamples
 )
 
-// inlineCap is the longest state a slot holds in place.
-const inlineCap = 31
+// inlineCap is the longest state a slot holds in place: GCRA's and the
+// leaky bucket's take 9 bytes, a fixed window's and a token bucket's 13, a
+// sliding counter's 17.
+const inlineCap = 19
 
-// slot is one key's place: 64 bytes, one cache line.
+// slotKey is the part of a mapKey a slot keeps: h1, which also picks the
+// slot, and the high half of h0, whose low bits picked the shard (so they are
+// the same for every key in it). 96 bits, all of them independent of where
+// the key is stored, tell keys apart.
+type slotKey struct {
+	hi uint64 // mapKey.h1
+	lo uint32 // mapKey.h0 >> 32
+}
+
+func (k mapKey) slot() slotKey { return slotKey{k.h1, uint32(k.h0 >> 32)} }
+
+// slot is one key's place: 40 bytes and no pointer.
 type slot struct {
-	key     mapKey
-	expires int64   // µs; the state reads as absent from then on
-	heap    *[]byte // the state, when it is longer than inlineCap
-	meta    uint8   // slotUsed | the length of the inline state
+	hi      uint64
+	expires int64 // µs; the state reads as absent from then on
+	lo      uint32
+	meta    uint8 // slotUsed | slotLong | the length of the inline state
 	inline  [inlineCap]byte
 }
 
-const slotUsed = 0x80
+const (
+	slotUsed = 0x80
+	slotLong = 0x40 // the state is in table.long
+	lenMask  = 0x1f
+)
 
-var _ [64 - unsafe.Sizeof(slot{})]byte // a slot must fit a cache line
+var _ [40 - unsafe.Sizeof(slot{})]byte // a slot takes 40 bytes
+var _ [unsafe.Sizeof(slot{}) - 40]byte
+
+var _ [lenMask - inlineCap]byte // meta's length bits hold inlineCap
 
 const minSlots = 8
 
-func (s *slot) used() bool { return s.meta&slotUsed != 0 }
+func (s *slot) used() bool        { return s.meta&slotUsed != 0 }
+func (s *slot) key() slotKey      { return slotKey{s.hi, s.lo} }
+func (s *slot) is(k slotKey) bool { return s.hi == k.hi && s.lo == k.lo }
+
+// home is the slot where a key whose hi is h starts its probe: h scaled onto
+// the table's length (the high word of h·n), so that a table may have any
+// length, not only a power of two.
+func (t *table) home(h uint64) int {
+	i, _ := bits.Mul64(h, uint64(len(t.slots)))
+	return int(i)
+}
+
+// next is the slot after i, round the end of the table.
+func (t *table) next(i int) int {
+	if i++; i == len(t.slots) {
+		return 0
+	}
+	return i
+}
 
 // state returns the key's own state. An inline state is handed out with the
 // slot's whole capacity, so a step may grow it in place up to inlineCap.
-func (s *slot) state() []byte {
-	if s.heap != nil {
-		return *s.heap
+func (t *table) state(s *slot) []byte {
+	if s.meta&slotLong != 0 {
+		return t.long[s.key()]
 	}
-	return s.inline[:s.meta&^slotUsed]
+	return s.inline[: s.meta&lenMask : inlineCap]
 }
 
-// setState keeps next, which may share the array state() returned.
-func (s *slot) setState(next []byte) {
+// setState keeps next as s's state; next may share the array state(s)
+// returned.
+func (t *table) setState(s *slot, next []byte) {
 	if len(next) <= inlineCap {
 		if len(next) > 0 && &next[0] != &s.inline[0] {
 			copy(s.inline[:], next) // a memmove: next may overlap inline
 		}
-		s.heap = nil
+		if s.meta&slotLong != 0 {
+			delete(t.long, s.key())
+		}
 		s.meta = slotUsed | uint8(len(next))
 		return
 	}
-	if s.heap == nil {
-		s.heap = new([]byte)
+	if t.long == nil {
+		t.long = make(map[slotKey][]byte)
 	}
-	*s.heap = next
-	s.meta = slotUsed
+	t.long[s.key()] = next
+	s.meta = slotUsed | slotLong
 }
 
 // lookup returns the index of k's slot and true, or, when k is absent, the
 // index of the empty slot where it would go and false. The table must have
 // slots.
-func (t *table) lookup(k mapKey) (uint64, bool) {
-	for i := k.h1 & t.mask; ; i = (i + 1) & t.mask {
+func (t *table) lookup(k slotKey) (int, bool) {
+	for i := t.home(k.hi); ; i = t.next(i) {
 		s := &t.slots[i]
 		if !s.used() {
 			return i, false
 		}
-		if s.key == k {
+		if s.is(k) {
 			return i, true
 		}
 	}
 }
 
 // find returns k's slot, or nil.
-func (t *table) find(k mapKey) *slot {
+func (t *table) find(k slotKey) *slot {
 	if t.slots == nil {
 		return nil
 	}
@@ -114,19 +165,19 @@ func (t *table) find(k mapKey) *slot {
 
 // insert adds k, which must be absent, and returns its empty slot. It may
 // move every slot (growing the table), so no slot pointer survives it.
-func (t *table) insert(k mapKey) *slot {
+func (t *table) insert(k slotKey) *slot {
 	if (t.count+1)*4 > len(t.slots)*3 {
-		t.resize(max(minSlots, 2*len(t.slots)))
+		t.resize(max(minSlots, len(t.slots)+len(t.slots)/2))
 	}
 	i, _ := t.lookup(k)
 	s := &t.slots[i]
-	s.key, s.meta = k, slotUsed
+	s.hi, s.lo, s.meta = k.hi, k.lo, slotUsed
 	t.count++
 	return s
 }
 
 // remove deletes k, if present.
-func (t *table) remove(k mapKey) {
+func (t *table) remove(k slotKey) {
 	if t.slots == nil {
 		return
 	}
@@ -137,16 +188,20 @@ func (t *table) remove(k mapKey) {
 
 // deleteAt empties slot i and shifts back the slots after it that may move
 // closer to their home, so that no lookup stops short at the hole. It moves
-// slots only forward of i (wrapping at the end).
-func (t *table) deleteAt(i uint64) {
-	for j := (i + 1) & t.mask; ; j = (j + 1) & t.mask {
+// slots only forward of i (round the end).
+func (t *table) deleteAt(i int) {
+	if s := &t.slots[i]; s.meta&slotLong != 0 {
+		delete(t.long, s.key())
+	}
+	n := len(t.slots)
+	for j := t.next(i); ; j = t.next(j) {
 		s := &t.slots[j]
 		if !s.used() {
 			break
 		}
-		// s may fill the hole if the hole lies between its home and j.
-		home := s.key.h1 & t.mask
-		if (j-home)&t.mask >= (j-i)&t.mask {
+		// s may fill the hole if the hole lies between its home and j:
+		// if j is at least as far from s's home as from the hole.
+		if ahead(t.home(s.hi), j, n) >= ahead(i, j, n) {
 			t.slots[i] = *s
 			i = j
 		}
@@ -155,13 +210,21 @@ func (t *table) deleteAt(i uint64) {
 	t.count--
 }
 
-// resize moves every key into a new array of n slots (a power of two).
+// ahead is how many slots j lies after i, round the end of a table of n.
+func ahead(i, j, n int) int {
+	if d := j - i; d >= 0 {
+		return d
+	}
+	return j - i + n
+}
+
+// resize moves every key into a new array of n slots.
 func (t *table) resize(n int) {
 	old := t.slots
-	t.slots, t.mask, t.hand = make([]slot, n), uint64(n-1), 0
+	t.slots, t.hand = make([]slot, n), 0
 	for i := range old {
 		if s := &old[i]; s.used() {
-			j, _ := t.lookup(s.key)
+			j, _ := t.lookup(s.key())
 			t.slots[j] = *s
 		}
 	}
@@ -177,13 +240,13 @@ func (t *table) reclaim(now int64, steps int) int {
 	}
 	removed := 0
 	for range steps {
-		i := t.hand & t.mask
+		i := t.hand
 		if s := &t.slots[i]; s.used() && now >= s.expires {
 			t.deleteAt(i)
 			removed++
 			continue // a later slot may have moved into i: look at it next
 		}
-		t.hand = (i + 1) & t.mask
+		t.hand = t.next(i)
 	}
 	if removed > 0 {
 		t.shrink()
@@ -196,9 +259,9 @@ func (t *table) reclaim(now int64, steps int) int {
 // table must hold a key. It looks at evictProbes slots at most, unless it
 // has found fewer than two keys (one, in a table of one) among them.
 func (t *table) evict() int64 {
-	var victim uint64
+	var victim int
 	best, found := int64(0), 0
-	i := t.hand & t.mask
+	i := t.hand
 	// At least two candidates when the table holds two keys: with one, a
 	// sparse stretch of the table could make the key that expires last
 	// (a client being limited) the victim, resetting its limit.
@@ -210,37 +273,35 @@ func (t *table) evict() int64 {
 			}
 			found++
 		}
-		i = (i + 1) & t.mask
+		i = t.next(i)
 	}
 	t.hand = i
 	t.deleteAt(victim)
 	return best
 }
 
-// shrink halves a table below 1/8 load until it is at most half full (an
-// empty one is dropped), so that the memory a flood of keys took comes back.
-// Growth at 3/4 and shrinking at 1/8 leave at least n/4 inserts or n/8
-// deletions between two resizes of n slots, so both cost O(1) per change,
-// amortized.
+// shrink resizes a table below 1/8 load to twice its keys (at least
+// minSlots), so that the memory a flood of keys took comes back. It never
+// drops the array: a shard whose keys all expire between two decisions (a
+// limit of a billion an hour lets a key live 3.6 µs) would otherwise
+// allocate a table on every new key. Only a sweep drops an empty table
+// (see sweep). Growth at 3/4 and shrinking at 1/8 leave at least n/4
+// inserts or 3n/8 deletions between two resizes of n slots, so both cost
+// O(1) per change, amortized.
 func (t *table) shrink() {
-	switch {
-	case t.count == 0:
-		t.slots, t.mask, t.hand = nil, 0, 0
-	case len(t.slots) > minSlots && t.count*8 < len(t.slots):
-		n := minSlots
-		for n < 2*t.count {
-			n *= 2
-		}
-		t.resize(n)
+	if len(t.slots) > minSlots && t.count*8 < len(t.slots) {
+		t.resize(max(minSlots, 2*t.count))
 	}
 }
 
 // sweep deletes every slot expired at now and returns how many it deleted
 // and the earliest expiry left (MaxInt64 when none), then shrinks a table
-// left mostly empty (see shrink).
+// left mostly empty (see shrink) and drops one left empty: the sweeper's
+// period, not each decision, then bounds how often an idle shard's table
+// comes and goes.
 func (t *table) sweep(now int64) (removed int, next int64) {
 	next = 1<<63 - 1
-	for i := uint64(0); i < uint64(len(t.slots)); {
+	for i := 0; i < len(t.slots); {
 		s := &t.slots[i]
 		if s.used() && now >= s.expires {
 			t.deleteAt(i)
@@ -251,6 +312,10 @@ func (t *table) sweep(now int64) (removed int, next int64) {
 			next = s.expires
 		}
 		i++
+	}
+	if t.count == 0 {
+		*t = table{}
+		return removed, next
 	}
 	t.shrink()
 	return removed, next

@@ -8,9 +8,10 @@ import (
 
 // tableKey makes a key whose home slot is one of a few, so that runs form,
 // deletions shift them, and (with homes at the table's last slots) runs wrap
-// around the end; the identity sits in the high bits.
-func tableKey(id int, home uint64) mapKey {
-	return mapKey{uint64(id), home | uint64(id)<<32}
+// around the end: home, of 2²⁰, is the fraction of the table where its probe
+// starts, and the identity sits in the low bits.
+func tableKey(id int, home uint64) slotKey {
+	return slotKey{home<<44 | uint64(id), uint32(id)}
 }
 
 var tableHomes = []uint64{0, 1, 2, 3, 5, 8, 13, 21, 1<<20 - 1, 1<<20 - 2, 1<<20 - 4, 1<<20 - 7, 1<<20 - 11}
@@ -22,7 +23,7 @@ type modelEntry struct {
 
 // checkTable compares t with the model and checks the probing invariant:
 // every key sits in an unbroken run of used slots from its home.
-func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
+func checkTable(t *testing.T, tb *table, model map[slotKey]modelEntry) {
 	t.Helper()
 	if tb.count != len(model) {
 		t.Fatalf("count %d, model holds %d", tb.count, len(model))
@@ -45,7 +46,7 @@ func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
 			continue
 		}
 		used++
-		home := int(s.key.h1 & tb.mask)
+		home := tb.home(s.hi)
 		gaps := empty[i] - empty[home]
 		if home > i {
 			gaps = empty[len(tb.slots)] - empty[home] + empty[i]
@@ -65,8 +66,8 @@ func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
 		if s == nil {
 			t.Fatalf("key %x lost", k)
 		}
-		if !bytes.Equal(s.state(), want.state) || s.expires != want.expires {
-			t.Fatalf("key %x: state %v expiring %d, want %v expiring %d", k, s.state(), s.expires, want.state, want.expires)
+		if !bytes.Equal(tb.state(s), want.state) || s.expires != want.expires {
+			t.Fatalf("key %x: state %v expiring %d, want %v expiring %d", k, tb.state(s), s.expires, want.state, want.expires)
 		}
 	}
 }
@@ -74,9 +75,9 @@ func checkTable(t *testing.T, tb *table, model map[mapKey]modelEntry) {
 func TestTableAgainstAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tb table
-	model := map[mapKey]modelEntry{}
+	model := map[slotKey]modelEntry{}
 	ids := 0
-	var keys []mapKey
+	var keys []slotKey
 	for step := range 3_000 {
 		switch op := rng.IntN(12); {
 		case op < 4 && len(model) < 300: // insert a new key
@@ -84,7 +85,7 @@ func TestTableAgainstAMap(t *testing.T) {
 			ids++
 			s := tb.insert(k)
 			st := bytes.Repeat([]byte{byte(step)}, rng.IntN(40))
-			s.setState(st)
+			tb.setState(s, st)
 			s.expires = int64(rng.IntN(100))
 			model[k] = modelEntry{append([]byte(nil), st...), s.expires}
 			keys = append(keys, k)
@@ -97,7 +98,7 @@ func TestTableAgainstAMap(t *testing.T) {
 				}
 				continue
 			}
-			next := s.state()
+			next := tb.state(s)
 			switch rng.IntN(3) {
 			case 0: // rewrite in place, maybe growing within capacity
 				next = append(next[:0], bytes.Repeat([]byte{byte(step)}, rng.IntN(cap(next)+1))...)
@@ -109,7 +110,7 @@ func TestTableAgainstAMap(t *testing.T) {
 				}
 			}
 			want := append([]byte(nil), next...)
-			s.setState(next)
+			tb.setState(s, next)
 			model[k] = modelEntry{want, model[k].expires}
 		case op < 8 && len(keys) > 0: // remove a key, present or not
 			k := keys[rng.IntN(len(keys))]
@@ -118,7 +119,7 @@ func TestTableAgainstAMap(t *testing.T) {
 		case op == 10 && tb.count > 0: // evict one key
 			before := tb.count
 			expires := tb.evict()
-			var gone []mapKey
+			var gone []slotKey
 			for k, e := range model {
 				if tb.find(k) == nil {
 					gone = append(gone, k)
@@ -166,7 +167,7 @@ func TestTableAgainstAMap(t *testing.T) {
 				k := tableKey(ids, tableHomes[i%len(tableHomes)])
 				ids++
 				s := tb.insert(k)
-				s.setState([]byte{byte(i)})
+				tb.setState(s, []byte{byte(i)})
 				s.expires = int64(rng.IntN(100))
 				model[k] = modelEntry{[]byte{byte(i)}, s.expires}
 				keys = append(keys, k)
@@ -182,32 +183,87 @@ func TestTableAgainstAMap(t *testing.T) {
 }
 
 func TestSlotState(t *testing.T) {
-	var s slot
-	s.setState([]byte{})
-	if st := s.state(); st == nil || len(st) != 0 {
+	tb := &table{}
+	s := tb.insert(slotKey{1, 2})
+	tb.setState(s, []byte{})
+	if st := tb.state(s); st == nil || len(st) != 0 {
 		t.Fatalf("empty state reads %v, want empty and not nil", st)
 	}
-	s.setState([]byte{1, 2, 3})
-	st := s.state()
+	tb.setState(s, []byte{1, 2, 3})
+	st := tb.state(s)
 	if cap(st) != inlineCap || &st[:1][0] != &s.inline[0] {
 		t.Fatalf("inline state not handed out in place with its capacity")
 	}
 	st = append(st, 4) // grows within the slot
-	s.setState(st)
-	if !bytes.Equal(s.state(), []byte{1, 2, 3, 4}) || s.heap != nil {
-		t.Fatalf("state %v (heap %v), want [1 2 3 4] inline", s.state(), s.heap != nil)
+	tb.setState(s, st)
+	if !bytes.Equal(tb.state(s), []byte{1, 2, 3, 4}) || s.meta&slotLong != 0 {
+		t.Fatalf("state %v (long %v), want [1 2 3 4] inline", tb.state(s), s.meta&slotLong != 0)
 	}
 	long := bytes.Repeat([]byte{7}, inlineCap+1)
-	s.setState(long)
-	if s.heap == nil || &s.state()[0] != &long[0] {
+	tb.setState(s, long)
+	if s.meta&slotLong == 0 || &tb.state(s)[0] != &long[0] {
 		t.Fatalf("a long state is not kept as it is")
 	}
-	s.setState(s.state()[inlineCap-2:]) // 3 bytes of the heap array
-	if !bytes.Equal(s.state(), []byte{7, 7, 7}) || s.heap != nil {
-		t.Fatalf("state %v (heap %v), want [7 7 7] inline", s.state(), s.heap != nil)
+	tb.setState(s, tb.state(s)[inlineCap-2:]) // 3 bytes of the long array
+	if !bytes.Equal(tb.state(s), []byte{7, 7, 7}) || s.meta&slotLong != 0 || len(tb.long) != 0 {
+		t.Fatalf("state %v (long %v, %d held), want [7 7 7] inline", tb.state(s), s.meta&slotLong != 0, len(tb.long))
 	}
-	s.setState(s.state()[1:]) // a tail of the inline array itself
-	if !bytes.Equal(s.state(), []byte{7, 7}) {
-		t.Fatalf("state %v, want [7 7]", s.state())
+	tb.setState(s, tb.state(s)[1:]) // a tail of the inline array itself
+	if !bytes.Equal(tb.state(s), []byte{7, 7}) {
+		t.Fatalf("state %v, want [7 7]", tb.state(s))
+	}
+}
+
+// A long state lives in the table's side map only while its key does:
+// deleting, evicting, reclaiming or sweeping the key drops it.
+func TestLongStatesLeaveWithTheirKeys(t *testing.T) {
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
+	for _, c := range []struct {
+		name string
+		drop func(tb *table, k slotKey)
+	}{
+		{"remove", func(tb *table, k slotKey) { tb.remove(k) }},
+		{"evict", func(tb *table, _ slotKey) { tb.evict() }},
+		{"reclaim", func(tb *table, _ slotKey) { tb.reclaim(10, reclaimSteps) }},
+		{"sweep", func(tb *table, _ slotKey) { tb.sweep(10) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := &table{}
+			k := slotKey{1 << 63, 3}
+			s := tb.insert(k)
+			tb.setState(s, long)
+			s.expires = 5
+			c.drop(tb, k)
+			if tb.find(k) != nil || len(tb.long) != 0 {
+				t.Fatalf("after %s: key found %v, %d long states held; want neither", c.name, tb.find(k) != nil, len(tb.long))
+			}
+		})
+	}
+}
+
+// A table of any length keeps its keys: growth by half from minSlots gives
+// lengths that are not powers of two, and every key is found after each.
+func TestTableGrowsByHalf(t *testing.T) {
+	tb := &table{}
+	var keys []slotKey
+	lengths := map[int]bool{}
+	for i := range 1000 {
+		k := slotKey{uint64(i) * 0x9e3779b97f4a7c15, uint32(i)}
+		tb.insert(k)
+		keys = append(keys, k)
+		lengths[len(tb.slots)] = true
+		if tb.count*2 < len(tb.slots) && len(tb.slots) > minSlots {
+			t.Fatalf("%d keys in %d slots: below half full after growth", tb.count, len(tb.slots))
+		}
+	}
+	for _, k := range keys {
+		if tb.find(k) == nil {
+			t.Fatalf("key %x lost", k)
+		}
+	}
+	for _, n := range []int{8, 12, 18, 27, 40} {
+		if !lengths[n] {
+			t.Fatalf("lengths %v: no table of %d slots", lengths, n)
+		}
 	}
 }
