@@ -199,8 +199,7 @@ func winLuaBench(b *testing.B, alg core.Algorithm, p core.Policy, dt int64) {
 		for pb() {
 			now += dt
 			a := core.NewScriptArgs(&p, now, 1)
-			err := c.EvalSha(ctx, s.Hash, []string{key}, a.Now, a.N, a.Limit, a.Window, a.Burst,
-				a.Interval, a.MaxDelay, a.LeaseTTL, "0", a.Op).Err()
+			err := c.EvalSha(ctx, s.Hash, []string{key}, luaArgv(s, &a)...).Err()
 			if err != nil {
 				return err
 			}

@@ -254,13 +254,11 @@ func winLuaCluster(t *testing.T, alg core.Algorithm, p core.Policy) {
 				state = next
 			}
 			a := core.NewScriptArgs(&p, now, n)
-			argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
-				strconv.FormatUint(a.Lease, 10), a.Op}
-			v, err := c.Eval(ctx, s.Source, []string{key}, argv...).Int64Slice()
-			if err != nil || len(v) != 6 {
+			v, err := c.Eval(ctx, s.Source, []string{key}, luaArgv(s, &a)...).Result()
+			if err != nil {
 				t.Fatalf("%s on the cluster: EVAL: %v %v", alg.Name(), v, err)
 			}
-			if got := core.ScriptDecision(store.ScriptResult(v)); got != want {
+			if got := core.ScriptDecision(luaReply(t, s, &a, v)); got != want {
 				t.Fatalf("%s on the cluster, key %d call %d: Lua %+v, Go %+v", alg.Name(), k, i, got, want)
 			}
 		}

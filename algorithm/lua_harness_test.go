@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,23 +41,45 @@ func freshKey(t *testing.T, c *redis.Client) string {
 // runLua runs s once with the ScriptArgs convention and returns its reply.
 func runLua(t *testing.T, c *redis.Client, s *store.Script, key string, a store.ScriptArgs) store.ScriptResult {
 	t.Helper()
-	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
-		strconv.FormatUint(a.Lease, 10), a.Op}
-	v, err := c.Eval(context.Background(), s.Source, []string{key}, argv...).Result()
+	v, err := c.Eval(context.Background(), s.Source, []string{key}, luaArgv(s, &a)...).Result()
 	if err != nil {
 		t.Fatalf("%s: EVAL: %v", s.Name, err)
 	}
-	xs, ok := v.([]any)
-	if !ok || len(xs) != 6 {
-		t.Fatalf("%s: reply %#v is not six integers", s.Name, v)
+	return luaReply(t, s, &a, v)
+}
+
+// luaArgv is the ARGV of one call of s, as the stores send it: the fields
+// s declares, in its order, in decimal.
+func luaArgv(s *store.Script, a *store.ScriptArgs) []any {
+	var argv []any
+	for _, v := range s.AppendArgv(nil, a) {
+		argv = append(argv, v)
 	}
-	var r store.ScriptResult
-	for i, x := range xs {
-		n, ok := x.(int64)
-		if !ok {
-			t.Fatalf("%s: reply[%d] = %#v is not an integer", s.Name, i, x)
+	return argv
+}
+
+// luaReply reads a reply v of s as the stores do: six integers, or one
+// that s decodes.
+func luaReply(t testing.TB, s *store.Script, a *store.ScriptArgs, v any) store.ScriptResult {
+	t.Helper()
+	var ints []int64
+	switch v := v.(type) {
+	case int64:
+		ints = []int64{v}
+	case []any:
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				t.Fatalf("%s: reply[%d] = %#v is not an integer", s.Name, i, x)
+			}
+			ints = append(ints, n)
 		}
-		r[i] = n
+	default:
+		t.Fatalf("%s: reply %#v is not integers", s.Name, v)
+	}
+	r, err := s.Result(ints, a)
+	if err != nil {
+		t.Fatalf("%s: reply %v: %v", s.Name, ints, err)
 	}
 	return r
 }
@@ -224,8 +245,7 @@ func dumpKey(t *testing.T, c *redis.Client, key string) string {
 func runLuaHeld(t *testing.T, c *redis.Client, s *store.Script, key string, a store.ScriptArgs) (store.ScriptResult, int64) {
 	t.Helper()
 	ctx := context.Background()
-	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL,
-		strconv.FormatUint(a.Lease, 10), a.Op}
+	argv := luaArgv(s, &a)
 	var eval *redis.Cmd
 	var pttl *redis.Cmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -237,15 +257,15 @@ func runLuaHeld(t *testing.T, c *redis.Client, s *store.Script, key string, a st
 	if err != nil {
 		t.Fatalf("%s: EVAL, PTTL, PERSIST: %v", s.Name, err)
 	}
-	v, err := eval.Int64Slice()
-	if err != nil || len(v) != 6 {
-		t.Fatalf("%s: reply %v (%v) is not six integers", s.Name, v, err)
+	v, err := eval.Result()
+	if err != nil {
+		t.Fatalf("%s: EVAL: %v", s.Name, err)
 	}
 	ms, err := pttl.Int64()
 	if err != nil {
 		t.Fatalf("PTTL: %v", err)
 	}
-	return store.ScriptResult(v), ms
+	return luaReply(t, s, &a, v), ms
 }
 
 // checkExpiry is diffOptions.injectedExpiry's check after call i, which

@@ -40,27 +40,33 @@ var multiScript = buildMultiScript()
 func MultiScript() *store.Script { return multiScript }
 
 func buildMultiScript() *store.Script {
-	read := func(name string) string {
-		b, err := luaFS.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			panic("sluice/algorithm: missing embedded script " + name + ".lua")
-		}
-		return string(b)
-	}
-	prelude := read("prelude")
 	var b strings.Builder
-	b.WriteString(prelude)
+	b.WriteString(readLua("prelude"))
+	b.WriteString(readLua("pexpire"))
 	b.WriteString("\nlocal steps = {}\n")
 	for _, t := range multiTwins {
 		b.WriteString("\n-- " + t.file + "\nsteps[" + strconv.Itoa(t.id) + "] = function(KEYS, ARGV, redis)\n")
-		b.WriteString(prelude)
+		// multi.lua passes every field of the convention (and the
+		// calendar's four after them); the twin reads those it declares,
+		// in its order.
+		if args := twinArgs[t.file]; args != nil {
+			b.WriteString("ARGV = {")
+			for i, f := range args {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString("ARGV[" + strconv.Itoa(1+int(f)) + "]")
+			}
+			b.WriteString("}\n")
+		}
+		src := twinSource(t.file, true)
 		// The twin's expiry is recorded, and made with the prelude's
 		// pexpire (its DUMP/RESTORE guard) after every limit admitted.
 		b.WriteString("\nlocal function pexpire(key, ms) redis.call('PEXPIRE*', key, ms) end\n")
-		b.WriteString(read(t.file))
+		b.WriteString(src)
 		b.WriteString("\nend\n")
 	}
-	b.WriteString(read("multi"))
+	b.WriteString(readLua("multi"))
 	return store.NewScript("multi", b.String())
 }
 

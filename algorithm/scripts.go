@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/sluicehq/sluice/store"
 )
@@ -9,18 +10,112 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// loadScript returns the embedded Lua twin lua/<name>.lua, after the
-// prelude every twin shares (lua/prelude.lua: the clock and exact integer
-// division). It panics only if a file is missing from the build, which the
-// package's tests catch.
-func loadScript(name string) *store.Script {
-	prelude, err := luaFS.ReadFile("lua/prelude.lua")
-	if err != nil {
-		panic("sluice/algorithm: missing embedded lua/prelude.lua")
-	}
-	src, err := luaFS.ReadFile("lua/" + name + ".lua")
+// twinArgs are the fields of store.ScriptArgs each twin reads, in the
+// order of its ARGV: only those reach the server, which turns every
+// argument into a Lua string on every call. Now comes first in every
+// list: the prelude reads it as ARGV[1]. A twin not listed reads all ten.
+var twinArgs = map[string][]store.ScriptArg{
+	"gcra":            {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval},
+	"token-bucket":    {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval},
+	"leaky-bucket":    {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval, store.ArgMaxDelay},
+	"fixed-window":    {store.ArgNow, store.ArgN, store.ArgLimit, store.ArgWindow},
+	"sliding-counter": {store.ArgNow, store.ArgN, store.ArgLimit, store.ArgWindow},
+	"sliding-log":     {store.ArgNow, store.ArgN, store.ArgLimit, store.ArgWindow},
+	"concurrency":     {store.ArgNow, store.ArgLimit, store.ArgLeaseTTL, store.ArgLease, store.ArgOp},
+}
+
+// twinDecode are the decoders of the twins that may reply one integer
+// (see store.Script.Decode).
+var twinDecode = map[string]func(int64, *store.ScriptArgs) store.ScriptResult{
+	"gcra":         gcraReply,
+	"token-bucket": tokenBucketReply,
+}
+
+func readLua(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic("sluice/algorithm: missing embedded script " + name + ".lua")
 	}
-	return store.NewScript(name, string(prelude)+string(src))
+	return string(b)
+}
+
+// twinSource is the Lua twin lua/<name>.lua as a script: after the prelude
+// (lua/prelude.lua: the clock), and the helpers it calls (lua/idiv.lua,
+// lua/pexpire.lua), each only where called: every `local function` is a
+// closure made on every call. full says whether the twin replies six
+// values always (FULL: inside the multi-limit script) or may reply one
+// integer.
+func twinSource(name string, full bool) string {
+	src := readLua(name)
+	var b strings.Builder
+	if full {
+		b.WriteString("local FULL = true\n")
+	} else {
+		b.WriteString("local FULL = false\n")
+	}
+	b.WriteString(readLua("prelude"))
+	if strings.Contains(src, "idiv(") {
+		b.WriteString(readLua("idiv"))
+	}
+	if strings.Contains(src, "pexpire(") && !full {
+		b.WriteString(readLua("pexpire"))
+	}
+	b.WriteString(src)
+	return b.String()
+}
+
+// loadScript returns the embedded Lua twin lua/<name>.lua (see twinSource),
+// with the arguments it reads and its decoder. It panics only if a file is
+// missing from the build, which the package's tests catch.
+func loadScript(name string) *store.Script {
+	s := store.NewScript(name, twinSource(name, false), twinArgs[name]...)
+	s.Decode = twinDecode[name]
+	return s
+}
+
+// gcraReply expands the GCRA twin's one-integer reply: d = TAT - now
+// after the call, admitted as d and denied as -1 - d. These are the twin's
+// own formulas for the six values (lua/gcra.lua, the FULL branches), on
+// the arguments it was sent.
+func gcraReply(v int64, a *store.ScriptArgs) store.ScriptResult {
+	n, burst, iv := a.N, a.Burst, a.Interval
+	bt := burst * iv
+	if v >= 0 {
+		return store.ScriptResult{1, burst, (bt - v) / iv, 0, v, 0}
+	}
+	d := -1 - v
+	rem := bt - d
+	if rem < 0 {
+		rem = 0
+	} else {
+		rem /= iv
+	}
+	var retry int64
+	if n >= 1 && n <= burst {
+		retry = d + n*iv - bt
+	}
+	return store.ScriptResult{0, burst, rem, retry, d, 0}
+}
+
+// tokenBucketReply expands the token bucket twin's one-integer reply: r,
+// the time until the bucket is full, admitted as r and denied as -1 - r,
+// replied only when last <= now. Then now - last < interval, so with m =
+// burst - tokens, r = m × interval - (now - last) and m = ⌈r / interval⌉
+// (r = 0 exactly when the bucket is full): tokens and last follow, and the
+// six values by the twin's own formulas (lua/token-bucket.lua).
+func tokenBucketReply(v int64, a *store.ScriptArgs) store.ScriptResult {
+	n, burst, iv := a.N, a.Burst, a.Interval
+	allowed := int64(1)
+	r := v
+	if v < 0 {
+		allowed, r = 0, -1-v
+	}
+	m := (r + iv - 1) / iv
+	tokens := burst - m
+	lastMinusNow := r - m*iv // -(now - last)
+	var retry int64
+	if allowed == 0 && n >= 1 && n <= burst {
+		retry = lastMinusNow + (n-tokens)*iv
+	}
+	return store.ScriptResult{allowed, burst, tokens, retry, r, 0}
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -65,13 +64,27 @@ func redisBenchEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep
 		tb.Fatal(err)
 	}
 	a := core.NewScriptArgs(&benchPolicy, 0, 1)
-	argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL, strconv.FormatUint(a.Lease, 10), a.Op}
+	var argv []any
+	for _, v := range sc.AppendArgv(nil, &a) {
+		argv = append(argv, v)
+	}
 	return func(ctx context.Context) (bool, error) {
-		vs, err := c.EvalSha(ctx, sc.Hash, keys, argv...).Int64Slice()
-		if err != nil || len(vs) == 0 {
+		v, err := c.EvalSha(ctx, sc.Hash, keys, argv...).Result()
+		if err != nil {
 			return false, err
 		}
-		return vs[0] == 1, nil
+		var ints []int64
+		switch v := v.(type) {
+		case int64:
+			ints = []int64{v}
+		case []any:
+			for _, x := range v {
+				n, _ := x.(int64)
+				ints = append(ints, n)
+			}
+		}
+		r, err := sc.Result(ints, &a)
+		return r[0] == 1, err
 	}
 }
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -63,18 +62,27 @@ func valkeyRawEvalsha(tb testing.TB, addr string, alg core.Algorithm) benchStep 
 		tb.Fatal(err)
 	}
 	a := core.NewScriptArgs(&benchPolicy, 0, 1)
-	argv := []string{"0", "1"}
-	for _, n := range []int64{a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL} {
-		argv = append(argv, strconv.FormatInt(n, 10))
-	}
-	argv = append(argv, "0", "0")
+	argv := sc.AppendArgv(nil, &a)
 	return func(ctx context.Context) (bool, error) {
-		vs, err := c.Do(ctx, c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(key).Arg(argv...).Build()).ToArray()
-		if err != nil || len(vs) == 0 {
-			return false, err
+		resp := c.Do(ctx, c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(key).Arg(argv...).Build())
+		var ints []int64
+		if n, err := resp.AsInt64(); err == nil {
+			ints = append(ints, n)
+		} else {
+			vs, err := resp.ToArray()
+			if err != nil {
+				return false, err
+			}
+			for _, v := range vs {
+				n, err := v.ToInt64()
+				if err != nil {
+					return false, err
+				}
+				ints = append(ints, n)
+			}
 		}
-		allowed, err := vs[0].ToInt64()
-		return allowed == 1, err
+		r, err := sc.Result(ints, &a)
+		return r[0] == 1, err
 	}
 }
 

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"time"
 )
 
@@ -59,60 +57,4 @@ type ClockSkewer interface {
 // Closer is implemented by stores that hold background work or connections.
 type Closer interface {
 	Close() error
-}
-
-// Script is the Lua twin of an algorithm: the same step, run inside the
-// server in one round trip. Scripts are built once, as package-level values.
-type Script struct {
-	Name   string
-	Source string
-	// Hash is the hex SHA-1 of Source, for EVALSHA.
-	Hash string
-}
-
-// NewScript returns a Script with its Hash computed.
-func NewScript(name, source string) *Script {
-	sum := sha1.Sum([]byte(source))
-	return &Script{Name: name, Source: source, Hash: hex.EncodeToString(sum[:])}
-}
-
-// Script operations (ScriptArgs.Op).
-const (
-	OpTake    = 0 // admit N units (or acquire lease Lease)
-	OpRelease = 1 // release lease Lease (concurrency)
-)
-
-// ScriptArgs is the one calling convention every script follows. A store
-// passes them, in this order, as ARGV[1..10], with KEYS[1] the key:
-//
-//	1 Now        µs since the epoch; 0 means "read the server's TIME"
-//	2 N          cost
-//	3 Limit      Policy.Limit
-//	4 Window     Policy.WindowMicros()
-//	5 Burst      Policy.Capacity()
-//	6 Interval   Policy.IntervalMicros()
-//	7 MaxDelay   Policy.MaxDelayMicros()
-//	8 LeaseTTL   Policy.LeaseTTLMicros()
-//	9 Lease      lease id as a decimal string (uint64: too wide for a Lua number)
-//	10 Op        OpTake or OpRelease
-//
-// Every script returns six integers: allowed (0 or 1), limit, remaining,
-// retry after µs, reset after µs, delay µs (see ScriptResult).
-type ScriptArgs struct {
-	Now, N, Limit, Window, Burst, Interval, MaxDelay, LeaseTTL int64
-	Lease                                                      uint64
-	Op                                                         int64
-}
-
-// ScriptResult is a script's reply: six integers.
-type ScriptResult [6]int64
-
-// ScriptRunner is the optional fast path: a store that can run an
-// algorithm's Lua twin on the server in one round trip. The store must never
-// re-send a script whose outcome is unknown (a reply lost after the script
-// was sent): it returns an error matching ErrOutcomeUnknown instead. A
-// missing script (NOSCRIPT after a restart, failover or SCRIPT FLUSH) is the
-// store's to recover, never the caller's to see.
-type ScriptRunner interface {
-	RunScript(ctx context.Context, s *Script, key Key, args ScriptArgs) (ScriptResult, error)
 }

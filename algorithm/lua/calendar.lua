@@ -17,7 +17,6 @@
 -- period (a clock that moved backwards) keeps that period.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local c = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])}

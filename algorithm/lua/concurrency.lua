@@ -1,12 +1,12 @@
 -- Concurrency limit: the Lua twin of algorithm.Concurrency's Acquire
--- (ARGV[10] == "0") and Release (ARGV[10] == "1"). Acquire must decide
+-- (op "0") and Release (op "1"). Acquire must decide
 -- exactly as the Go step does, for every input; the package's differential
 -- tests prove it call by call.
 --
--- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
--- or "0" to read the server's TIME; ARGV[3] limit; ARGV[8] lease TTL µs;
--- ARGV[9] the lease id in decimal ("0": an anonymous lease, as Step takes);
--- ARGV[10] the operation. Reply: {allowed, limit, remaining,
+-- Calling convention (core.ScriptArgs, the fields concurrency.go declares):
+-- KEYS[1] the key; ARGV[1] now in µs, or "0" to read the server's TIME;
+-- ARGV[2] limit; ARGV[3] lease TTL µs; ARGV[4] the lease id in decimal ("0":
+-- an anonymous lease, as Step takes); ARGV[5] the operation. Reply: {allowed, limit, remaining,
 -- retry_after_us, reset_after_us, delay_us}. Release replies {released (1
 -- or 0), limit, 0, 0, 0, 0}; callers ignore it.
 --
@@ -20,10 +20,9 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
-local limit = tonumber(ARGV[3])
-local leasettl = tonumber(ARGV[8])
-local lease = ARGV[9]
+local limit = tonumber(ARGV[2])
+local leasettl = tonumber(ARGV[3])
+local lease = ARGV[4]
 
 
 -- Score bounds as strings: a Lua number could reach Redis in exponent form
@@ -31,7 +30,7 @@ local lease = ARGV[9]
 -- expiring at now is gone, as in the Go step.
 local live = string.format('(%d', now)
 
-if ARGV[10] == '1' then
+if ARGV[5] == '1' then
 	-- Release. pcall: a key of another type is not our state (Go: nothing
 	-- to release). An absent or expired lease: nothing is written.
 	local s = redis.pcall('ZSCORE', key, lease)

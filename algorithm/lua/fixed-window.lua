@@ -27,7 +27,6 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])

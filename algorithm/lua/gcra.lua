@@ -2,9 +2,16 @@
 -- Go step does, for every input; the package's differential tests prove it
 -- call by call.
 --
--- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
--- or "0" to read the server's TIME; ARGV[2] n; ARGV[5] burst (capacity);
--- ARGV[6] interval µs. Reply: {allowed, limit, remaining, retry_after_us,
+-- Calling convention (core.ScriptArgs, the fields gcra.go declares):
+-- KEYS[1] the key; ARGV[1] now in µs, or "0" to read the server's TIME;
+-- ARGV[2] n; ARGV[3] burst (capacity); ARGV[4] interval µs.
+--
+-- Reply: one integer, from which gcraReply (gcra.go) derives the whole
+-- decision with what the caller sent: d = TAT - now after the call, as d
+-- when admitted (d >= n × interval >= 1) and as -1 - d when denied (d >=
+-- 0). An integer is what the server replies fastest; the six values would
+-- cost it an array. Inside the multi-limit script (FULL) it replies the six
+-- values itself: {allowed, limit, remaining, retry_after_us,
 -- reset_after_us, delay_us}.
 --
 -- State: one string, the theoretical arrival time TAT (µs) in decimal. One
@@ -12,31 +19,27 @@
 --
 -- Lua numbers are float64: every value here is an integer below 2^53 (now
 -- is clamped below 2^52, a stored TAT is at most 2^52 + 2^46, burst ×
--- interval is at most 2^45), so + - * are exact, and every division goes
--- through idiv, which is exact.
+-- interval is at most 2^45), so + - * are exact, and the divisions are
+-- exact (see below).
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
-local burst = tonumber(ARGV[5])
-local iv = tonumber(ARGV[6])
-
-local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
+local burst = tonumber(ARGV[3])
+local iv = tonumber(ARGV[4])
 
 -- tat = max(TAT, now). pcall: a key of another type is not our state and
--- reads as absent, as undecodable state does in the Go step; so does a
--- string that is not a whole number in range.
+-- reads as absent, as undecodable state does in the Go step (tonumber of
+-- its error table is nil); so does a string that is not a whole number in
+-- range (4573968371548159 is bkMaxNow + 2^46, the Go step's bkMaxTime).
 local tat = now
-local v = redis.pcall('GET', key)
-if type(v) == 'string' then
-	local s = tonumber(v)
-	if s and s > now and s <= MAXTIME and s == math.floor(s) then tat = s end
-end
+local s = tonumber(redis.pcall('GET', key))
+if s and s > now and s <= 4573968371548159 and s == math.floor(s) then tat = s end
 
 local bt = burst * iv
 if n < 1 or n > burst or tat + n * iv - bt > now then
 	-- Denied: nothing is written. tat - now exceeds bt only after the clock
 	-- stepped back.
+	if not FULL then return -1 - (tat - now) end
 	local rem = now + bt - tat
 	if rem < 0 then rem = 0 else rem = idiv(rem, iv) end
 	local retry = 0
@@ -46,7 +49,10 @@ end
 
 tat = tat + n * iv
 -- The key lives until TAT, after which it would read as fresh anyway; PX
--- in whole ms, rounded up, formatted as integers (a Lua number could reach
--- Redis in exponent form).
-redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', idiv(tat - now + 999, 1000)))
+-- in whole ms, rounded up: tat - now + 999 < 2^47, so the float quotient by
+-- 1000 is within 2^-15 of the true one, never reaching the next integer,
+-- and math.floor is exact. Formatted as integers: a Lua number can reach
+-- the server in exponent form ("1e+15").
+redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', math.floor((tat - now + 999) / 1000)))
+if not FULL then return tat - now end
 return {1, burst, idiv(now + bt - tat, iv), 0, tat - now, 0}

@@ -2,9 +2,10 @@
 -- must decide exactly as the Go step does, for every input; the package's
 -- differential tests prove it call by call.
 --
--- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
--- or "0" to read the server's TIME; ARGV[2] n; ARGV[5] burst (capacity);
--- ARGV[6] interval µs; ARGV[7] max delay µs. Reply: {allowed, limit,
+-- Calling convention (core.ScriptArgs, the fields leaky_bucket.go declares):
+-- KEYS[1] the key; ARGV[1] now in µs, or "0" to read the server's TIME;
+-- ARGV[2] n; ARGV[3] burst (capacity); ARGV[4] interval µs; ARGV[5] max
+-- delay µs. Reply: {allowed, limit,
 -- remaining, retry_after_us, reset_after_us, delay_us}.
 --
 -- State: one string, drain (µs) in decimal: when the queue is empty again.
@@ -16,11 +17,10 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
-local burst = tonumber(ARGV[5])
-local iv = tonumber(ARGV[6])
-local maxdelay = tonumber(ARGV[7])
+local burst = tonumber(ARGV[3])
+local iv = tonumber(ARGV[4])
+local maxdelay = tonumber(ARGV[5])
 
 local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
 

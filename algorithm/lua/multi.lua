@@ -26,7 +26,6 @@ local WIDTH = 11
 local WRITES = {SET = true, DEL = true, ZADD = true, ZREM = true, ZREMRANGEBYRANK = true,
 	ZREMRANGEBYSCORE = true, PEXPIRE = true, PEXPIREAT = true, RESTORE = true, ['PEXPIRE*'] = true}
 
-local now = clock(ARGV[1])
 local k = tonumber(ARGV[2])
 if not k or k < 1 or #KEYS ~= k or #ARGV ~= 2 + k * WIDTH then
 	return redis.error_reply('sluice: multi-limit script: bad arguments')

@@ -14,7 +14,6 @@
 -- Reply: the units refunded to each limit, in order.
 
 local WIDTH = 12
-local now = clock(ARGV[1])
 local k = tonumber(ARGV[2])
 local at = tonumber(ARGV[3])
 if not k or k < 1 or #KEYS ~= k or #ARGV ~= 3 + k * WIDTH then

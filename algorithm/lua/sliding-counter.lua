@@ -42,7 +42,6 @@
 -- division instead.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])

@@ -28,7 +28,6 @@ local EXPIRED_PER_CALL = 16
 local MAXCUM = 9007199254740991 -- 2^53 - 1
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])

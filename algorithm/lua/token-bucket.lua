@@ -2,10 +2,18 @@
 -- exactly as the Go step does, for every input; the package's differential
 -- tests prove it call by call.
 --
--- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
--- or "0" to read the server's TIME; ARGV[2] n; ARGV[5] burst (capacity);
--- ARGV[6] interval µs. Reply: {allowed, limit, remaining, retry_after_us,
--- reset_after_us, delay_us}.
+-- Calling convention (core.ScriptArgs, the fields token_bucket.go declares):
+-- KEYS[1] the key; ARGV[1] now in µs, or "0" to read the server's TIME;
+-- ARGV[2] n; ARGV[3] burst (capacity); ARGV[4] interval µs.
+--
+-- Reply: when the clock has not stepped behind the state (last <= now),
+-- one integer, from which tokenBucketReply (token_bucket.go) derives the
+-- whole decision with what the caller sent: r, the time until the bucket
+-- is full again, as r when admitted and as -1 - r when denied. (With last
+-- <= now, now - last < interval, so r determines both the tokens left and
+-- last.) An integer is what the server replies fastest. Otherwise, and
+-- inside the multi-limit script (FULL), the six values: {allowed, limit,
+-- remaining, retry_after_us, reset_after_us, delay_us}.
 --
 -- State: one string of digits, tokens + 1 followed by last zero-padded to
 -- 16 digits: the whole tokens left and the time (µs) up to which they are
@@ -20,10 +28,9 @@
 -- exact, and every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
-local burst = tonumber(ARGV[5])
-local iv = tonumber(ARGV[6])
+local burst = tonumber(ARGV[3])
+local iv = tonumber(ARGV[4])
 
 local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
 
@@ -58,6 +65,7 @@ if n < 1 or n > burst or tokens < n then
 	-- Denied: nothing is written (the refill is recomputed next time).
 	local reset, retry = 0, 0
 	if tokens < burst then reset = last + (burst - tokens) * iv - now end
+	if not FULL and last <= now then return -1 - reset end
 	if n >= 1 and n <= burst then retry = last + (n - tokens) * iv - now end
 	return {0, burst, tokens, retry, reset, 0}
 end
@@ -68,4 +76,5 @@ local reset = last + (burst - tokens) * iv - now
 -- fresh anyway; PX in whole ms, rounded up, formatted as an integer (a Lua
 -- number could reach Redis in exponent form).
 redis.call('SET', key, string.format('%d%016d', tokens + 1, last), 'PX', string.format('%d', idiv(reset + 999, 1000)))
+if not FULL and last <= now then return reset end
 return {1, burst, tokens, 0, reset, 0}

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -79,7 +78,10 @@ func BenchmarkRawEvalSha(b *testing.B) {
 			}
 			keys := []string{testKey(b, c).String()}
 			a := core.NewScriptArgs(&benchPolicy, 0, 1)
-			argv := []any{a.Now, a.N, a.Limit, a.Window, a.Burst, a.Interval, a.MaxDelay, a.LeaseTTL, strconv.FormatUint(a.Lease, 10), a.Op}
+			var argv []any
+			for _, v := range sc.AppendArgv(nil, &a) {
+				argv = append(argv, v)
+			}
 			benchRun(b, parallel, func(ctx context.Context) error {
 				return c.EvalSha(ctx, sc.Hash, keys, argv...).Err()
 			})

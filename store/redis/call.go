@@ -14,10 +14,12 @@ import (
 // allocates nothing but the command: go-redis writes *int64, *uint64 and
 // *string arguments as it writes their values. Calls are pooled.
 type call struct {
-	argv [14]any
-	key  string
-	a    store.ScriptArgs
-	cmd  *goredis.IntSliceCmd
+	argv   [4 + store.NumScriptArgs]any
+	fields [store.NumScriptArgs]any // a pointer to each field of a, by store.ScriptArg
+	key    string
+	a      store.ScriptArgs
+	sc     *store.Script
+	cmd    *goredis.Cmd
 
 	// The batcher's fields, guarded by its mutex.
 	state    uint8 // callQueued, callTaken or callAbandoned
@@ -33,21 +35,19 @@ const (
 
 var callPool = sync.Pool{New: func() any {
 	c := &call{ready: make(chan struct{}, 1)}
-	// ARGV per store.ScriptArgs; argv[0] and argv[1] (EVALSHA and the hash,
-	// or EVAL and the source) are set per call. The key count is a string:
-	// a cluster client reads it as one to find the key.
+	// argv[0] and argv[1] (EVALSHA and the hash, or EVAL and the source)
+	// are set per call, and so is ARGV (argv[4:]), from fields, as the
+	// script declares. The key count is a string: a cluster client reads it
+	// as one to find the key.
 	c.argv[2] = "1"
 	c.argv[3] = &c.key
-	c.argv[4] = &c.a.Now
-	c.argv[5] = &c.a.N
-	c.argv[6] = &c.a.Limit
-	c.argv[7] = &c.a.Window
-	c.argv[8] = &c.a.Burst
-	c.argv[9] = &c.a.Interval
-	c.argv[10] = &c.a.MaxDelay
-	c.argv[11] = &c.a.LeaseTTL
-	c.argv[12] = &c.a.Lease // written in decimal, as the convention asks
-	c.argv[13] = &c.a.Op
+	c.fields = [...]any{
+		store.ArgNow: &c.a.Now, store.ArgN: &c.a.N, store.ArgLimit: &c.a.Limit, store.ArgWindow: &c.a.Window,
+		store.ArgBurst: &c.a.Burst, store.ArgInterval: &c.a.Interval, store.ArgMaxDelay: &c.a.MaxDelay,
+		store.ArgLeaseTTL: &c.a.LeaseTTL,
+		store.ArgLease:    &c.a.Lease, // written in decimal, as the convention asks
+		store.ArgOp:       &c.a.Op,
+	}
 	return c
 }}
 
@@ -55,6 +55,7 @@ func getCall(s *store.Script, key store.Key, a store.ScriptArgs) *call {
 	c := callPool.Get().(*call)
 	c.key = key.String()
 	c.a = a
+	c.sc = s
 	c.evalsha(s)
 	return c
 }
@@ -63,6 +64,7 @@ func getCall(s *store.Script, key store.Key, a store.ScriptArgs) *call {
 // go back: one abandoned after a batch took it is left to the collector.
 func putCall(c *call) {
 	c.cmd = nil
+	c.sc = nil
 	c.argv[1] = nil
 	c.state = 0
 	callPool.Put(c)
@@ -71,26 +73,55 @@ func putCall(c *call) {
 // evalsha points c at a fresh EVALSHA command for s.
 func (c *call) evalsha(s *store.Script) {
 	c.argv[0], c.argv[1] = "evalsha", &s.Hash
-	c.cmd = goredis.NewIntSliceCmd(context.Background(), c.argv[:]...)
+	c.cmd = goredis.NewCmd(context.Background(), c.args(s)...)
 }
 
 // eval points c at a fresh EVAL command for s: the script's source, after
 // the server answered NOSCRIPT.
 func (c *call) eval(s *store.Script) {
 	c.argv[0], c.argv[1] = "eval", &s.Source
-	c.cmd = goredis.NewIntSliceCmd(context.Background(), c.argv[:]...)
+	c.cmd = goredis.NewCmd(context.Background(), c.args(s)...)
 }
 
-// result reads the reply of c's command.
+// args fills ARGV with the fields s reads and returns the command's
+// arguments.
+func (c *call) args(s *store.Script) []any {
+	for i, f := range s.Args {
+		c.argv[4+i] = c.fields[f]
+	}
+	return c.argv[:4+len(s.Args)]
+}
+
+// result reads the reply of c's command: six integers, or one that the
+// script decodes.
 func (c *call) result() (store.ScriptResult, error) {
-	var r store.ScriptResult
 	v, err := c.cmd.Result()
 	if err != nil {
-		return r, err
+		return store.ScriptResult{}, err
 	}
-	if len(v) != len(r) {
-		return r, errReplyShape(len(v))
+	var buf [len(store.ScriptResult{})]int64
+	var ints []int64
+	switch v := v.(type) {
+	case int64:
+		ints = append(buf[:0], v)
+	case []any:
+		if len(v) > len(buf) {
+			return store.ScriptResult{}, errReplyShape(len(v))
+		}
+		ints = buf[:0]
+		for _, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return store.ScriptResult{}, errReplyShape(len(v))
+			}
+			ints = append(ints, n)
+		}
+	default:
+		return store.ScriptResult{}, errReplyShape(0)
 	}
-	copy(r[:], v)
+	r, err := c.sc.Result(ints, &c.a)
+	if err != nil {
+		return r, errReplyShape(len(ints))
+	}
 	return r, nil
 }

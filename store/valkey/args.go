@@ -60,12 +60,22 @@ func lenOf(m *map[policyArgs][6]string) int {
 	return len(*m)
 }
 
-// argv fills the ten script arguments of the ScriptArgs convention.
-func (c *argCache) argv(a *store.ScriptArgs, out *[10]string) {
+// argv appends the arguments sc reads (sc.Args) to out, in order.
+func (c *argCache) argv(sc *store.Script, a *store.ScriptArgs, out []string) []string {
 	p := c.get(a)
-	out[0] = strconv.FormatInt(a.Now, 10)
-	out[1] = strconv.FormatInt(a.N, 10)
-	copy(out[2:8], p[:])
-	out[8] = strconv.FormatUint(a.Lease, 10)
-	out[9] = strconv.FormatInt(a.Op, 10)
+	for _, f := range sc.Args {
+		switch f {
+		case store.ArgNow:
+			out = append(out, strconv.FormatInt(a.Now, 10))
+		case store.ArgN:
+			out = append(out, strconv.FormatInt(a.N, 10))
+		case store.ArgLease:
+			out = append(out, strconv.FormatUint(a.Lease, 10))
+		case store.ArgOp:
+			out = append(out, strconv.FormatInt(a.Op, 10))
+		default: // a policy field: ArgLimit .. ArgLeaseTTL
+			out = append(out, p[f-store.ArgLimit])
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -31,12 +32,18 @@ func TestArgv(t *testing.T) {
 	a := core.NewScriptArgs(&p, 1_700_000_000_000_001, 4)
 	a.Lease, a.Op = 1<<64-1, store.OpRelease
 	want := [10]string{"1700000000000001", "4", "7", "3000000", "11", "428572", "1000000", "5000000", "18446744073709551615", "1"}
+	all := store.NewScript("all", "return 0")
 	for range 2 { // a miss, then a hit
 		var got [10]string
-		c.argv(&a, &got)
+		c.argv(all, &a, got[:0])
 		if got != want {
 			t.Fatalf("argv = %q, want %q", got, want)
 		}
+	}
+	// A script that declares fewer arguments gets those, in its order.
+	some := store.NewScript("some", "return 0", store.ArgInterval, store.ArgNow, store.ArgLease)
+	if got := c.argv(some, &a, nil); !slices.Equal(got, []string{"428572", "1700000000000001", "18446744073709551615"}) {
+		t.Fatalf("argv of %v = %q", some.Args, got)
 	}
 }
 
@@ -72,8 +79,9 @@ func TestArgvAllocs(t *testing.T) {
 	p := core.PerSecond("allocs", 1_000_000)
 	a := core.NewScriptArgs(&p, 0, 1)
 	var out [10]string
-	c.argv(&a, &out)
-	if n := testing.AllocsPerRun(1000, func() { c.argv(&a, &out) }); n != 0 {
+	all := store.NewScript("all", "return 0")
+	c.argv(all, &a, out[:0])
+	if n := testing.AllocsPerRun(1000, func() { c.argv(all, &a, out[:0]) }); n != 0 {
 		t.Fatalf("argv allocates %v times per call, want 0", n)
 	}
 	key := store.Key{Namespace: "sluice:allocs", Identity: "client"}

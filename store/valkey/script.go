@@ -29,13 +29,13 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoScript}
 	}
 	k := key.String()
-	var argv [10]string
-	s.args.argv(&args, &argv)
-	resp := s.c.Do(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	var buf [store.NumScriptArgs]string
+	argv := s.args.argv(sc, &args, buf[:0])
+	resp := s.c.Do(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv...).Build())
 	if isNoScript(resp.Error()) {
-		resp = s.c.Do(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+		resp = s.c.Do(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv...).Build())
 	}
-	return scriptResult(resp)
+	return scriptResult(sc, &args, resp)
 }
 
 func isNoScript(err error) bool {
@@ -48,20 +48,38 @@ var (
 	errNoScript = errors.New("sluice/valkey: nil script")
 )
 
-// scriptResult reads a script's reply: six integers.
-func scriptResult(resp valkeygo.ValkeyResult) (r store.ScriptResult, err error) {
-	vs, err := resp.ToArray()
-	if err != nil {
-		return r, storeError("script", err, true)
-	}
-	if len(vs) != len(r) {
-		// The script ran and changed state, but its decision is lost.
-		return r, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("%w: got %d values", errReply, len(vs)))}
-	}
-	for i := range vs {
-		if r[i], err = vs[i].ToInt64(); err != nil {
-			return r, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("%w: value %d: %w", errReply, i+1, err))}
+// scriptResult reads a script's reply: six integers, or one that sc
+// decodes.
+func scriptResult(sc *store.Script, a *store.ScriptArgs, resp valkeygo.ValkeyResult) (store.ScriptResult, error) {
+	var buf [len(store.ScriptResult{})]int64
+	ints := buf[:0]
+	if n, err := resp.AsInt64(); err == nil {
+		ints = append(ints, n)
+	} else {
+		vs, err := resp.ToArray()
+		if err != nil {
+			return store.ScriptResult{}, storeError("script", err, true)
+		}
+		if len(vs) > len(buf) {
+			return store.ScriptResult{}, replyError(fmt.Errorf("%w: got %d values", errReply, len(vs)))
+		}
+		for i := range vs {
+			n, err := vs[i].ToInt64()
+			if err != nil {
+				return store.ScriptResult{}, replyError(fmt.Errorf("%w: value %d: %w", errReply, i+1, err))
+			}
+			ints = append(ints, n)
 		}
 	}
+	r, err := sc.Result(ints, a)
+	if err != nil {
+		return r, replyError(fmt.Errorf("%w: got %d values", errReply, len(ints)))
+	}
 	return r, nil
+}
+
+// replyError is a reply of the wrong shape: the script ran and may have
+// changed state, but its decision is lost.
+func replyError(err error) error {
+	return &store.Error{Op: "script", Err: store.UnknownOutcome(err)}
 }

@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Script is the Lua twin of an algorithm: the same step, run inside the
+// server in one round trip. Scripts are built once, as package-level values.
+type Script struct {
+	Name   string
+	Source string
+	// Hash is the hex SHA-1 of Source, for EVALSHA.
+	Hash string
+	// Args are the fields of ScriptArgs the script reads, in the order a
+	// store passes them as ARGV[1..len(Args)]. A script reads only what it
+	// declares: every argument the server need not parse is time saved on
+	// every call (the server turns each one into a Lua string).
+	Args []ScriptArg
+	// Decode, when not nil, expands a reply of one integer into the six
+	// values of a ScriptResult, from that integer and the arguments the
+	// store sent. A script may then answer its common cases with one
+	// integer, which the server replies faster than an array, and the rest
+	// with six. Nil: every reply is six integers.
+	Decode func(v int64, a *ScriptArgs) ScriptResult
+}
+
+// NewScript returns a Script with its Hash computed, reading args (all ten
+// fields of ScriptArgs, in their order, when none are given).
+func NewScript(name, source string, args ...ScriptArg) *Script {
+	if len(args) == 0 {
+		args = AllScriptArgs
+	}
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: name, Source: source, Hash: hex.EncodeToString(sum[:]), Args: args}
+}
+
+// Script operations (ScriptArgs.Op).
+const (
+	OpTake    = 0 // admit N units (or acquire lease Lease)
+	OpRelease = 1 // release lease Lease (concurrency)
+)
+
+// ScriptArgs is the one calling convention every script follows: the
+// fields a script may read. A store passes those the script declares
+// (Script.Args), in the order declared, as ARGV, with KEYS[1] the key:
+//
+//	Now        µs since the epoch; 0 means "read the server's TIME"
+//	N          cost
+//	Limit      Policy.Limit
+//	Window     Policy.WindowMicros()
+//	Burst      Policy.Capacity()
+//	Interval   Policy.IntervalMicros()
+//	MaxDelay   Policy.MaxDelayMicros()
+//	LeaseTTL   Policy.LeaseTTLMicros()
+//	Lease      lease id as a decimal string (uint64: too wide for a Lua number)
+//	Op         OpTake or OpRelease
+//
+// Every script replies six integers: allowed (0 or 1), limit, remaining,
+// retry after µs, reset after µs, delay µs (see ScriptResult); or, when it
+// has a Decode, possibly one integer that Decode expands.
+type ScriptArgs struct {
+	Now, N, Limit, Window, Burst, Interval, MaxDelay, LeaseTTL int64
+	Lease                                                      uint64
+	Op                                                         int64
+}
+
+// ScriptArg names one field of ScriptArgs.
+type ScriptArg uint8
+
+// The fields of ScriptArgs, in the order of the struct.
+const (
+	ArgNow ScriptArg = iota
+	ArgN
+	ArgLimit
+	ArgWindow
+	ArgBurst
+	ArgInterval
+	ArgMaxDelay
+	ArgLeaseTTL
+	ArgLease
+	ArgOp
+	NumScriptArgs // how many fields ScriptArgs has
+)
+
+// AllScriptArgs is every field of ScriptArgs, in order: what a script
+// built without a list reads.
+var AllScriptArgs = []ScriptArg{ArgNow, ArgN, ArgLimit, ArgWindow, ArgBurst, ArgInterval, ArgMaxDelay, ArgLeaseTTL, ArgLease, ArgOp}
+
+// Int64 returns field f; Lease, a uint64, is returned as its bits. It
+// panics on a field out of range.
+func (a *ScriptArgs) Int64(f ScriptArg) int64 {
+	switch f {
+	case ArgNow:
+		return a.Now
+	case ArgN:
+		return a.N
+	case ArgLimit:
+		return a.Limit
+	case ArgWindow:
+		return a.Window
+	case ArgBurst:
+		return a.Burst
+	case ArgInterval:
+		return a.Interval
+	case ArgMaxDelay:
+		return a.MaxDelay
+	case ArgLeaseTTL:
+		return a.LeaseTTL
+	case ArgLease:
+		return int64(a.Lease)
+	case ArgOp:
+		return a.Op
+	}
+	panic("sluice/store: ScriptArg " + strconv.Itoa(int(f)) + " out of range")
+}
+
+// AppendArgv appends the ARGV of one call of s, in decimal, to dst.
+func (s *Script) AppendArgv(dst []string, a *ScriptArgs) []string {
+	for _, f := range s.Args {
+		if f == ArgLease {
+			dst = append(dst, strconv.FormatUint(a.Lease, 10))
+			continue
+		}
+		dst = append(dst, strconv.FormatInt(a.Int64(f), 10))
+	}
+	return dst
+}
+
+// ScriptResult is a script's reply: six integers.
+type ScriptResult [6]int64
+
+// ErrReplyShape is what Result wraps for a reply of neither six integers
+// nor, for a script with a Decode, one.
+var ErrReplyShape = errors.New("sluice/store: script reply is not six integers")
+
+// Result reads a reply of s to a call with arguments a: six integers, or
+// one that s.Decode expands.
+func (s *Script) Result(v []int64, a *ScriptArgs) (ScriptResult, error) {
+	var r ScriptResult
+	switch {
+	case len(v) == len(r):
+		copy(r[:], v)
+		return r, nil
+	case len(v) == 1 && s.Decode != nil:
+		return s.Decode(v[0], a), nil
+	}
+	return r, fmt.Errorf("%w: got %d", ErrReplyShape, len(v))
+}
+
+// ScriptRunner is the optional fast path: a store that can run an
+// algorithm's Lua twin on the server in one round trip. The store must never
+// re-send a script whose outcome is unknown (a reply lost after the script
+// was sent): it returns an error matching ErrOutcomeUnknown instead. A
+// missing script (NOSCRIPT after a restart, failover or SCRIPT FLUSH) is the
+// store's to recover, never the caller's to see.
+type ScriptRunner interface {
+	RunScript(ctx context.Context, s *Script, key Key, args ScriptArgs) (ScriptResult, error)
+}
