@@ -145,7 +145,7 @@ type Limiter struct {
 	script *store.Script
 	runner store.ScriptRunner
 	leaser Leaser
-	taker  taker // the store's fast path for Allow, when it binds (internal/inproc)
+	taker  fieldTaker // the store's fast path for Allow, when it binds (internal/inproc)
 	deny   *denyCache
 	local  bool
 	ticks  atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
@@ -203,7 +203,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.step, l.leaser = clampFor(cfg.Store, l.alg, l.leaser, l.runner != nil || (l.local && cfg.Clock == nil))
 	if b, ok := cfg.Store.(binder); ok && l.local && l.runner == nil && l.leaser == nil {
-		l.taker = b.Bind(l.ns)
+		l.taker = fieldsOf(b.Bind(l.ns))
 	}
 	if cfg.DenyCache != nil && !l.local {
 		l.deny = newDenyCache(cfg.DenyCache)
@@ -260,14 +260,16 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 		if err := l.check(identity, n); err != nil {
 			return Decision{}, err
 		}
-		d, err := l.taker.Take(identity, l.step, l.now(), n, &l.p)
-		if err == nil && (d.Allowed || !l.cfg.Shadow) {
+		// The Decision is built where it is returned, never copied whole
+		// (see fieldTaker).
+		a, g, lim, rem, retry, reset, delay, err := l.taker.TakeFields(identity, l.step, l.now(), n, &l.p)
+		if err == nil && (a || !l.cfg.Shadow) {
 			if l.cfg.Observer != nil {
-				l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d})
+				l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}})
 			}
-			return d, nil
+			return Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}, nil
 		}
-		return l.settle(ctx, identity, n, d, err, time.Time{})
+		return l.settle(ctx, identity, n, Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}, err, time.Time{})
 	}
 	if l.leaser != nil {
 		return Decision{}, fmt.Errorf("%w: %s holds leases; use Acquire", ErrUnsupported, l.alg.Name())
@@ -514,4 +516,30 @@ type taker = interface {
 
 type binder interface {
 	Bind(namespace string) taker
+}
+
+// fieldTaker is internal/inproc's FieldTaker: a taker that returns the
+// Decision's fields one by one, in registers. A Decision returned whole
+// comes back through a stack copy that reads, 16 bytes at a time, what was
+// stored a field at a time, and so stalls on store forwarding: that copy
+// was a tenth of an in-memory decision.
+type fieldTaker = interface {
+	TakeFields(identity string, alg Algorithm, now, n int64, p *Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error)
+}
+
+// fieldsOf returns t as a fieldTaker: t itself when it is one, else t
+// behind an adapter.
+func fieldsOf(t taker) fieldTaker {
+	if f, ok := t.(fieldTaker); ok {
+		return f
+	}
+	return takerFields{t}
+}
+
+// takerFields is a taker that only returns a whole Decision, split.
+type takerFields struct{ t taker }
+
+func (a takerFields) TakeFields(identity string, alg Algorithm, now, n int64, p *Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error) {
+	d, err := a.t.Take(identity, alg, now, n, p)
+	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, err
 }

@@ -10,7 +10,11 @@
 // and the compiler keeps both sides in step.
 package inproc
 
-import "github.com/sluicehq/sluice/core"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
 
 // InProcess marks a store that answers without I/O. The Limiter skips the
 // per-call deadline for it, which would cost more than the decision itself.
@@ -27,6 +31,17 @@ type InProcess interface {
 // package, names the same type.)
 type Taker = interface {
 	Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error)
+}
+
+// FieldTaker is a Taker that also returns the Decision of Take field by
+// field, so that every one comes back in a register: a Decision returned
+// whole comes back through a stack copy that stalls on store forwarding (it
+// reads 16 bytes at a time what was stored a field at a time), a tenth of an
+// in-memory decision. A Limiter calls TakeFields when its Taker has it; its
+// results must be Take's. (An alias, as Taker is.)
+type FieldTaker = interface {
+	Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error)
+	TakeFields(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error)
 }
 
 // Binder is the fast path of an InProcess store. A Limiter binds once, in

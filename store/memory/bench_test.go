@@ -253,6 +253,11 @@ func (f *floorStore) Take(_ string, alg core.Algorithm, now, n int64, p *core.Po
 	return d, nil
 }
 
+func (f *floorStore) TakeFields(id string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error) {
+	d, err := f.Take(id, alg, now, n, p)
+	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, err
+}
+
 // BenchmarkLimiterFloor is Limiter.Allow over floorStore: subtracted from
 // BenchmarkAllow's serial 1-key figure, it leaves what the memory store adds.
 func BenchmarkLimiterFloor(b *testing.B) {

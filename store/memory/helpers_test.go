@@ -97,7 +97,7 @@ func stored(s *Store) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.t.count
+		n += sh.keys()
 		sh.mu.Unlock()
 	}
 	return n

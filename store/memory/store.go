@@ -117,7 +117,7 @@ func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error
 // writes the fresh state in place instead of allocating it. The caller
 // holds sh.mu.
 func (sh *shard) open(k slotKey, now int64) (*slot, []byte) {
-	sl := sh.t.find(k)
+	sl := sh.find(k)
 	switch {
 	case sl == nil:
 		return nil, sh.scratch[:0]
@@ -137,13 +137,12 @@ func (sh *shard) commit(k slotKey, sl *slot, now int64, next []byte, ttl time.Du
 		return
 	case ttl <= 0:
 		if sl != nil {
-			sh.t.remove(k)
+			sh.remove(k)
 		}
 		return
 	}
 	if sl == nil {
-		sh.makeRoom(now)
-		sl = sh.t.insert(k)
+		sl = sh.place(k, now)
 	}
 	sh.t.setState(sl, next)
 	sl.expires = expiry(now, ttl)
@@ -170,21 +169,28 @@ type taker struct {
 
 // Take runs alg.Step for n units at now on identity's state (inproc.Taker).
 // Its errors are Update's.
-func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (d core.Decision, err error) {
+func (t *taker) Take(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (core.Decision, error) {
+	a, g, lim, rem, retry, reset, delay, err := t.TakeFields(identity, alg, now, n, p)
+	return core.Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}, err
+}
+
+var _ inproc.FieldTaker = (*taker)(nil)
+
+// TakeFields is Take with the Decision's fields apart (inproc.FieldTaker):
+// what a Limiter calls.
+func (t *taker) TakeFields(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error) {
 	k := t.s.keys.identity(t.ns, identity)
 	sh := t.s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock() // see Update
 	if sh.closed {
-		return d, ErrClosed
+		return false, false, 0, 0, 0, 0, 0, ErrClosed
 	}
 	sk := k.slot()
 	sl, state := sh.open(sk, now)
-	var next []byte
-	var ttl time.Duration
-	next, ttl, d = alg.Step(state, now, n, p)
+	next, ttl, d := alg.Step(state, now, n, p)
 	sh.commit(sk, sl, now, next, ttl)
-	return d, nil
+	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
 }
 
 // expiry is now + ttl in µs, the ttl rounded up so that a key never expires
@@ -210,7 +216,7 @@ func (s *Store) Delete(_ context.Context, key store.Key) error {
 	if sh.closed {
 		return ErrClosed
 	}
-	sh.t.remove(k.slot())
+	sh.remove(k.slot())
 	return nil
 }
 
@@ -239,11 +245,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for j := range sh.t.slots {
-			if sl := &sh.t.slots[j]; sl.used() && now < sl.expires {
-				n++
-			}
-		}
+		n += sh.live(now)
 		sh.mu.Unlock()
 	}
 	return n
@@ -262,7 +264,7 @@ func (s *Store) Close() error {
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
-			sh.closed, sh.t = true, table{}
+			sh.closed, sh.front, sh.t = true, slot{}, table{}
 			sh.mu.Unlock()
 		}
 	})

@@ -314,7 +314,7 @@ func (t *table) sweep(now int64) (removed int, next int64) {
 		i++
 	}
 	if t.count == 0 {
-		*t = table{}
+		t.slots, t.hand = nil, 0 // long may still hold the front slot's state
 		return removed, next
 	}
 	t.shrink()
