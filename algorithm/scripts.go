@@ -29,6 +29,7 @@ var twinArgs = map[string][]store.ScriptArg{
 var twinDecode = map[string]func(int64, *store.ScriptArgs) store.ScriptResult{
 	"gcra":         gcraReply,
 	"token-bucket": tokenBucketReply,
+	"leaky-bucket": leakyBucketReply,
 }
 
 func readLua(name string) string {
@@ -118,4 +119,31 @@ func tokenBucketReply(v int64, a *store.ScriptArgs) store.ScriptResult {
 		retry = lastMinusNow + (n-tokens)*iv
 	}
 	return store.ScriptResult{allowed, burst, tokens, retry, r, 0}
+}
+
+// leakyBucketReply expands the leaky bucket twin's one-integer reply: d =
+// drain - now after the call, admitted as d and denied as -1 - d, by the
+// twin's own formulas for the six values (lua/leaky-bucket.lua, the FULL
+// branches).
+func leakyBucketReply(v int64, a *store.ScriptArgs) store.ScriptResult {
+	n, burst, iv, maxDelay := a.N, a.Burst, a.Interval, a.MaxDelay
+	bt := burst * iv
+	quota := burst + maxDelay/iv
+	slack := maxDelay % iv
+	report := func(d int64) (rem, reset int64) {
+		rem = max(maxDelay+bt-d, 0) / iv
+		reset = max(d-slack, 0)
+		return rem, reset
+	}
+	if v >= 0 {
+		rem, reset := report(v)
+		return store.ScriptResult{1, quota, rem, 0, reset, max(v-bt, 0)}
+	}
+	d := -1 - v
+	rem, reset := report(d)
+	var retry int64
+	if n >= 1 && n <= quota {
+		retry = max(d+n*iv-bt, 0) - maxDelay
+	}
+	return store.ScriptResult{0, quota, rem, retry, reset, 0}
 }

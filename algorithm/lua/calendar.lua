@@ -17,9 +17,9 @@
 -- period (a clock that moved backwards) keeps that period.
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local c = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])}
+local n = ARGV[2] + 0
+local limit = ARGV[3] + 0
+local c = {ARGV[11] + 0, ARGV[12] + 0, ARGV[13] + 0, ARGV[14] + 0}
 
 local MAXEXACT = 9007199254740991 -- 2^53 - 1
 local MAXLIMIT = 1000000000     -- core.MaxLimit

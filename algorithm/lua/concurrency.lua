@@ -20,8 +20,8 @@
 -- every division goes through idiv, which is exact.
 
 local key = KEYS[1]
-local limit = tonumber(ARGV[2])
-local leasettl = tonumber(ARGV[3])
+local limit = ARGV[2] + 0
+local leasettl = ARGV[3] + 0
 local lease = ARGV[4]
 
 

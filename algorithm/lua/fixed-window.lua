@@ -24,12 +24,13 @@
 --
 -- Lua numbers are float64: every value here is an integer below 2^53 (now is
 -- clamped below 2^52, a window is at most 2^42 µs), so + - * are exact, and
--- every division goes through idiv, which is exact.
+-- every division is a math.floor of a quotient whose terms sum below 2^53,
+-- which is exact (see the prelude).
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local n = ARGV[2] + 0
+local limit = ARGV[3] + 0
+local window = ARGV[4] + 0
 
 local MAXLIMIT = 1000000000     -- core.MaxLimit
 local MAXEXACT = 9007199254740991 -- 2^53 - 1
@@ -37,21 +38,23 @@ local MAXEXACT = 9007199254740991 -- 2^53 - 1
 -- pcall: a key of another type is not our state and reads as absent, as
 -- undecodable state does in the Go step. So does a malformed string, and a
 -- number too large for exact arithmetic: tonumber rounds monotonically, so
--- every decimal above MAXEXACT compares above it.
+-- every decimal above MAXEXACT compares above it. (A number x with x +
+-- window >= 2^53 starts a window past MAXNOW anyway: the first test keeps
+-- the division exact without changing what reads as absent.)
 local start, used = -1, 0
 local v = redis.pcall('GET', key)
 if type(v) == 'string' then
 	if string.find(v, '^%d+$') then
 		local x = tonumber(v)
-		if x <= MAXEXACT then
-			local s = idiv(x, window) * window
+		if x <= MAXEXACT and x + window < 9007199254740992 then
+			local s = math.floor(x / window) * window
 			if s <= MAXNOW then start, used = s, x - s + 1 end
 		end
 	else
 		local a, b = string.match(v, '^(%d+):(%d+)$')
 		if a then
 			a, b = tonumber(a), tonumber(b)
-			if a <= MAXNOW and b <= MAXLIMIT then start, used = idiv(a, window) * window, b end
+			if a <= MAXNOW and b <= MAXLIMIT then start, used = math.floor(a / window) * window, b end
 		end
 	end
 end
@@ -60,7 +63,7 @@ end
 -- the state's window ends, that is the state's window (a clock that moved
 -- backwards stands still in it); after, the key reads as fresh.
 if start < 0 or now >= start + window then
-	start, used = idiv(now, window) * window, 0
+	start, used = math.floor(now / window) * window, 0
 end
 local stop = start + window
 
@@ -70,8 +73,10 @@ if valid and used + n <= limit then
 	local ttl = stop - now
 	-- PX in whole milliseconds, rounded up so the key outlives its window.
 	-- One SET ... PX writes the value with its expiry: a separate PEXPIRE
-	-- of 1 ms has been seen to delete the key at once.
-	redis.call('SET', key, string.format('%d', start + used - 1), 'PX', idiv(ttl + 999, 1000))
+	-- of 1 ms has been seen to delete the key at once. Both formatted as
+	-- integers: a server that prints Lua numbers shortest sends 10^8 as
+	-- "1e+08", which PX refuses.
+	redis.call('SET', key, string.format('%d', start + used - 1), 'PX', string.format('%d', math.floor((ttl + 999) / 1000)))
 	return {1, limit, limit - used, 0, ttl, 0}
 end
 

@@ -19,13 +19,14 @@
 --
 -- Lua numbers are float64: every value here is an integer below 2^53 (now
 -- is clamped below 2^52, a stored TAT is at most 2^52 + 2^46, burst ×
--- interval is at most 2^45), so + - * are exact, and the divisions are
--- exact (see below).
+-- interval is at most 2^45), so + - * are exact, and every division is a
+-- math.floor of a quotient whose terms sum below 2^47, which is exact (see
+-- the prelude).
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local iv = tonumber(ARGV[4])
+local n = ARGV[2] + 0
+local burst = ARGV[3] + 0
+local iv = ARGV[4] + 0
 
 -- tat = max(TAT, now). pcall: a key of another type is not our state and
 -- reads as absent, as undecodable state does in the Go step (tonumber of
@@ -33,7 +34,7 @@ local iv = tonumber(ARGV[4])
 -- range (4573968371548159 is bkMaxNow + 2^46, the Go step's bkMaxTime).
 local tat = now
 local s = tonumber(redis.pcall('GET', key))
-if s and s > now and s <= 4573968371548159 and s == math.floor(s) then tat = s end
+if s and s > now and s <= 4573968371548159 and s % 1 == 0 then tat = s end
 
 local bt = burst * iv
 if n < 1 or n > burst or tat + n * iv - bt > now then
@@ -41,7 +42,7 @@ if n < 1 or n > burst or tat + n * iv - bt > now then
 	-- stepped back.
 	if not FULL then return -1 - (tat - now) end
 	local rem = now + bt - tat
-	if rem < 0 then rem = 0 else rem = idiv(rem, iv) end
+	if rem < 0 then rem = 0 else rem = math.floor(rem / iv) end
 	local retry = 0
 	if n >= 1 and n <= burst then retry = tat + n * iv - bt - now end
 	return {0, burst, rem, retry, tat - now, 0}
@@ -49,10 +50,8 @@ end
 
 tat = tat + n * iv
 -- The key lives until TAT, after which it would read as fresh anyway; PX
--- in whole ms, rounded up: tat - now + 999 < 2^47, so the float quotient by
--- 1000 is within 2^-15 of the true one, never reaching the next integer,
--- and math.floor is exact. Formatted as integers: a Lua number can reach
+-- in whole ms, rounded up, formatted as integers: a Lua number can reach
 -- the server in exponent form ("1e+15").
 redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', math.floor((tat - now + 999) / 1000)))
 if not FULL then return tat - now end
-return {1, burst, idiv(now + bt - tat, iv), 0, tat - now, 0}
+return {1, burst, math.floor((now + bt - tat) / iv), 0, tat - now, 0}

@@ -6,17 +6,24 @@
 -- inline and idiv is added only to scripts that call it.
 --
 -- Lua numbers are float64: exact for integers below 2^53. Every algorithm
--- keeps its values there (times are clamped below 2^52), so + - * are exact,
--- and every division goes through idiv.
+-- keeps its values there (times are clamped below 2^52), so + - * are exact.
+-- A division is math.floor(a / b) where a + b < 2^53 (integers a >= 0,
+-- b >= 1): with q = floor(a / b), a / b <= q + 1 - 1/b, and rounding could
+-- reach q + 1 only if 1/b were within half an ulp of it, (q + 1) × 2^-53,
+-- that is if b × (q + 1) >= 2^53; but b × (q + 1) <= a + b. Elsewhere it
+-- goes through idiv (lua/idiv.lua).
 
 local MAXNOW = 4503599627370495 -- 2^52 - 1: the latest instant the Go steps read
 
 -- now in µs: ARGV[1] (core.ScriptArgs.Now, the first argument of every
 -- script), or when it is "0" the server's TIME, so that instances with
 -- skewed clocks agree; clamped to [0, MAXNOW] as the Go steps clamp it.
-local now = tonumber(ARGV[1])
+-- Arguments and TIME's fields are decimal strings, turned into numbers by
+-- arithmetic (x + 0), which converts exactly as tonumber does, without the
+-- cost of a function call; a script reads its ARGV the same way.
+local now = ARGV[1] + 0
 if now == 0 then
 	local t = redis.call('TIME')
-	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	now = t[1] * 1000000 + t[2]
 end
 if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end

@@ -42,9 +42,9 @@
 -- division instead.
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local n = ARGV[2] + 0
+local limit = ARGV[3] + 0
+local window = ARGV[4] + 0
 
 local MAXLIMIT = 1000000000     -- core.MaxLimit
 local MAXEXACT = 9007199254740991 -- 2^53 - 1
@@ -151,8 +151,10 @@ if valid and est + n <= limit then
 	local ttl = start + 2 * window - now
 	-- PX in whole milliseconds, rounded up so the key outlives its windows.
 	-- One SET ... PX writes the value with its expiry: a separate PEXPIRE
-	-- of 1 ms has been seen to delete the key at once.
-	redis.call('SET', key, state, 'PX', idiv(ttl + 999, 1000))
+	-- of 1 ms has been seen to delete the key at once. Formatted as an
+	-- integer: a server that prints Lua numbers shortest sends 10^8 as
+	-- "1e+08", which PX refuses.
+	redis.call('SET', key, state, 'PX', string.format('%d', idiv(ttl + 999, 1000)))
 	return {1, limit, limit - est - n, 0, ttl, 0}
 end
 

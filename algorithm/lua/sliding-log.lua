@@ -28,9 +28,9 @@ local EXPIRED_PER_CALL = 16
 local MAXCUM = 9007199254740991 -- 2^53 - 1
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
+local n = ARGV[2] + 0
+local limit = ARGV[3] + 0
+local window = ARGV[4] + 0
 
 
 -- An integer as Redis reads it back: string.format, because Lua's own

@@ -25,12 +25,13 @@
 --
 -- Lua numbers are float64: every value here is an integer below 2^53 (now
 -- is clamped below 2^52, burst × interval is at most 2^45), so + - * are
--- exact, and every division goes through idiv, which is exact.
+-- exact, and every division is a math.floor of a quotient whose terms sum
+-- below 2^53, which is exact (see the prelude).
 
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local iv = tonumber(ARGV[4])
+local n = ARGV[2] + 0
+local burst = ARGV[3] + 0
+local iv = ARGV[4] + 0
 
 local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
 
@@ -51,7 +52,7 @@ end
 
 -- Refill whole tokens; a clock behind last stands still.
 if now > last then
-	local k = idiv(now - last, iv)
+	local k = math.floor((now - last) / iv)
 	-- Compare before adding, as the Go step does.
 	if k >= burst - tokens then
 		tokens, last = burst, now
@@ -75,6 +76,6 @@ local reset = last + (burst - tokens) * iv - now
 -- The key lives until the bucket is full again, when it would read as
 -- fresh anyway; PX in whole ms, rounded up, formatted as an integer (a Lua
 -- number could reach Redis in exponent form).
-redis.call('SET', key, string.format('%d%016d', tokens + 1, last), 'PX', string.format('%d', idiv(reset + 999, 1000)))
+redis.call('SET', key, string.format('%d%016d', tokens + 1, last), 'PX', string.format('%d', math.floor((reset + 999) / 1000)))
 if not FULL and last <= now then return reset end
 return {1, burst, tokens, 0, reset, 0}
