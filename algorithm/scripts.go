@@ -30,6 +30,7 @@ var twinDecode = map[string]func(int64, *store.ScriptArgs) store.ScriptResult{
 	"gcra":         gcraReply,
 	"token-bucket": tokenBucketReply,
 	"leaky-bucket": leakyBucketReply,
+	"fixed-window": fixedWindowReply,
 }
 
 func readLua(name string) string {
@@ -146,4 +147,29 @@ func leakyBucketReply(v int64, a *store.ScriptArgs) store.ScriptResult {
 		retry = max(d+n*iv-bt, 0) - maxDelay
 	}
 	return store.ScriptResult{0, quota, rem, retry, reset, 0}
+}
+
+// fixedWindowReply expands the fixed window twin's one-integer reply: p =
+// count × (window + 1) + (stop - now), admitted as p and denied as -1 - p,
+// by the twin's own formulas for the six values (lua/fixed-window.lua).
+// The twin replies so only when 0 < stop - now <= window, so the two split
+// apart exactly.
+func fixedWindowReply(v int64, a *store.ScriptArgs) store.ScriptResult {
+	n, limit, w := a.N, a.Limit, a.Window
+	allowed := int64(1)
+	if v < 0 {
+		allowed, v = 0, -1-v
+	}
+	used, ttl := v/(w+1), v%(w+1)
+	if allowed == 1 {
+		return store.ScriptResult{1, limit, limit - used, 0, ttl, 0}
+	}
+	var reset, retry int64
+	if used > 0 {
+		reset = ttl
+	}
+	if n >= 1 && n <= limit {
+		retry = ttl
+	}
+	return store.ScriptResult{0, limit, max(limit-used, 0), retry, reset, 0}
 }

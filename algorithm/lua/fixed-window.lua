@@ -4,8 +4,16 @@
 --
 -- Calling convention (core.ScriptArgs): KEYS[1] the key; ARGV[1] now in µs,
 -- or "0" to read the server's TIME; ARGV[2] n; ARGV[3] limit; ARGV[4]
--- window µs. Reply: {allowed, limit, remaining, retry_after_us,
--- reset_after_us, delay_us}.
+-- window µs.
+--
+-- Reply: when the count and the time left in the window fit one exact
+-- number (p = count × (window + 1) + (stop - now) < 2^53, as for most
+-- policies) and the clock is in the state's window (stop - now <= window:
+-- not after a step back), one integer, from which fixedWindowReply (scripts.go) derives
+-- the whole decision with what the caller sent: p when admitted and -1 - p
+-- when denied. An integer is what the server replies fastest. Otherwise,
+-- and inside the multi-limit script (FULL), the six values: {allowed,
+-- limit, remaining, retry_after_us, reset_after_us, delay_us}.
 --
 -- State: one integer v = start + count - 1: the start (µs) of the aligned
 -- window that holds the newest admission, and the units admitted in it.
@@ -77,10 +85,18 @@ if valid and used + n <= limit then
 	-- integers: a server that prints Lua numbers shortest sends 10^8 as
 	-- "1e+08", which PX refuses.
 	redis.call('SET', key, string.format('%d', start + used - 1), 'PX', string.format('%d', math.floor((ttl + 999) / 1000)))
+	if not FULL and ttl <= window then
+		local p = used * (window + 1) + ttl
+		if p < 9007199254740992 then return p end
+	end
 	return {1, limit, limit - used, 0, ttl, 0}
 end
 
 -- Denied: nothing is written.
+if not FULL and stop - now <= window then
+	local p = used * (window + 1) + stop - now
+	if p < 9007199254740992 then return -1 - p end
+end
 local remaining = limit - used
 if remaining < 0 then remaining = 0 end
 local reset = 0

@@ -41,7 +41,7 @@ local MAXTIME = 4573968371548159  -- bkMaxNow + 2^46, the Go step's bkMaxTime
 -- captures, which cost the server about 15% more time per call.)
 local tokens, last = burst, now
 local v = redis.pcall('GET', key)
-if type(v) == 'string' and #v >= 17 and not string.find(v, '%D') then
+if v and #v >= 17 and not string.find(v, '%D') then
 	local a, b = tonumber(string.sub(v, 1, -17)) - 1, tonumber(string.sub(v, -16))
 	if a >= 0 and b <= MAXTIME then
 		-- More tokens than the burst: the policy shrank; the bucket is full.
