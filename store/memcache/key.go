@@ -18,7 +18,7 @@ const hashedMark = '#'
 // accepts it as it is (so that keys stay readable in memcached's own tools), and
 // otherwise the same key with its namespace replaced by "#" and the hex of
 // the first store.HashBytes of the namespace's SHA-256, which is always legal
-// (58 bytes).
+// (44 bytes).
 //
 // The identity is hashed by core already, so only the namespace (a prefix
 // the operator chose, and a policy name that Validate keeps short and clean)

@@ -29,6 +29,9 @@ func legal(k string) bool {
 
 func TestKey(t *testing.T) {
 	longest := strings.Repeat("p", core.MaxNameLen)
+	// The longest prefix whose keys are legal as they are: 250 bytes with
+	// the longest policy name, its separators and the identity's hash.
+	longestPrefix := memcache.MaxKeyLen - len(":") - core.MaxNameLen - len(":{}") - store.HashLen
 	for _, tc := range []struct {
 		prefix string
 		asIs   bool // the key is core's own, unchanged
@@ -36,8 +39,8 @@ func TestKey(t *testing.T) {
 		{core.DefaultPrefix, true},
 		{"tenant-42.api", true},
 		{"ünïcode", true}, // bytes above 0x7f are legal
-		{strings.Repeat("x", 160), true},
-		{strings.Repeat("x", 161), false}, // 251 bytes with the longest policy name
+		{strings.Repeat("x", longestPrefix), true},
+		{strings.Repeat("x", longestPrefix+1), false}, // 251 bytes with the longest policy name
 		{strings.Repeat("x", 10_000), false},
 		{"with space", false},
 		{"tab\there", false},

@@ -70,7 +70,10 @@ func commandCalls(t *testing.T, c *goredis.ClusterClient, cmds ...string) map[st
 // TestMultiIsOneEvalshaOnCluster counts on the servers of a real 3-master
 // cluster: each decision of three limits is one EVALSHA, on one master
 // (the identity's slot), with no EVAL and no other command sent by the
-// client.
+// client. The counts are the servers' own, which tests of other packages
+// running at the same time can only raise: a run of 30 decisions that
+// counted exactly 30 EVALSHA proves it, and a run that counts more is
+// tried again (three runs at most); fewer than 30 fails at once.
 func TestMultiIsOneEvalshaOnCluster(t *testing.T) {
 	s := newClusterStore(t, nil)
 	m, err := core.NewMulti(core.MultiConfig{Name: "count", Store: s, Prefix: "sluice-test"})
@@ -79,37 +82,43 @@ func TestMultiIsOneEvalshaOnCluster(t *testing.T) {
 	}
 	ls := threeLimits(t)
 	cluster := userCluster(t)
-	id := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
-	// The first decision may load the script (NOSCRIPT, then EVAL).
-	if _, _, err := m.Allow(ctxT(t), id, ls, nil); err != nil {
-		t.Fatal(err)
-	}
-	before := commandCalls(t, cluster, "evalsha", "eval", "get", "set")
 	const decisions = 30
-	admitted := 0
-	var buf [3]core.LimitState
-	for range decisions {
-		d, states, err := m.Allow(ctxT(t), id, ls, buf[:0])
-		if err != nil {
+	var evalsha int64
+	for attempt := 0; attempt < 3; attempt++ {
+		id := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+		// The first decision may load the script (NOSCRIPT, then EVAL).
+		if _, _, err := m.Allow(ctxT(t), id, ls, nil); err != nil {
 			t.Fatal(err)
 		}
-		if len(states) != 3 {
-			t.Fatalf("%d limit states, want 3", len(states))
+		before := commandCalls(t, cluster, "evalsha", "eval", "get", "set")
+		admitted := 0
+		var buf [3]core.LimitState
+		for range decisions {
+			d, states, err := m.Allow(ctxT(t), id, ls, buf[:0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(states) != 3 {
+				t.Fatalf("%d limit states, want 3", len(states))
+			}
+			if d.Allowed {
+				admitted++
+			}
 		}
-		if d.Allowed {
-			admitted++
+		after := commandCalls(t, cluster, "evalsha", "eval", "get", "set")
+		if admitted == 0 || admitted == decisions {
+			t.Fatalf("%d of %d admitted: the run should meet the burst of 20 (20 of the first 31)", admitted, decisions)
 		}
+		evalsha = after["evalsha"] - before["evalsha"]
+		if evalsha < decisions {
+			t.Fatalf("%d decisions of three limits ran %d EVALSHA on the cluster, want exactly %d", decisions, evalsha, decisions)
+		}
+		if evalsha == decisions && after["eval"] == before["eval"] {
+			return
+		}
+		t.Logf("run %d: %d EVALSHA and %d EVAL counted (other tests share the cluster); again", attempt+1, evalsha, after["eval"]-before["eval"])
 	}
-	after := commandCalls(t, cluster, "evalsha", "eval", "get", "set")
-	if got := after["evalsha"] - before["evalsha"]; got != decisions {
-		t.Errorf("%d decisions of three limits ran %d EVALSHA on the cluster, want exactly %d", decisions, got, decisions)
-	}
-	if got := after["eval"] - before["eval"]; got != 0 {
-		t.Errorf("%d EVAL after the script was loaded, want 0", got)
-	}
-	if admitted == 0 || admitted == decisions {
-		t.Errorf("%d of %d admitted: the run should meet the burst of 20 (20 of the first 31)", admitted, decisions)
-	}
+	t.Errorf("%d decisions of three limits: every run counted more than %d EVALSHA or some EVAL (last: %d EVALSHA)", decisions, decisions, evalsha)
 }
 
 // BenchmarkMultiVsSingle: a decision of three limits (GCRA, a fixed window,
