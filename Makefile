@@ -61,7 +61,7 @@ bench-table-in-env:
 	cd bench && for i in $$(seq $(ROUNDS)); do \
 		GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkMatrix$$' -benchmem -benchtime $(BENCHTIME) . || exit 1; \
 	done | GOWORK=off $(GO) run ./cmd/benchtable
-	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkServerCost$$' -benchtime 20000x .
+	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkServerCost$$' -benchtime 5x .
 	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^Benchmark(RedisBytesPerKey|HeapPerKey)$$' -benchtime 1x .
 
 # Longer fuzzing of every algorithm's stated bound (make test runs the seed corpus).

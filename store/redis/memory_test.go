@@ -13,11 +13,11 @@ const maxKeyBytes = 100
 
 // TestMemoryUsage makes a few decisions per algorithm through the store and
 // reads MEMORY USAGE of the key, with the default prefix and policy names
-// of 2, 12 and 17 characters (keys of 34, 44 and 49 bytes). Redis
-// allocates a key name of up to 44 bytes in a smaller size class than a
-// longer one (16 bytes less), so the four compact algorithms must stay
-// within maxKeyBytes with keys of up to 44 bytes; every figure is logged
-// with its key's length.
+// of 2, 12 and 17 characters (keys of 28, 38 and 43 bytes). Redis
+// allocates a key name of up to 30 bytes in a smaller size class than one
+// of up to 46 (16 bytes less: 72 bytes a key against 88), so the four
+// compact algorithms must stay within maxKeyBytes with keys of up to 46
+// bytes; every figure is logged with its key's length.
 func TestMemoryUsage(t *testing.T) {
 	s := newStore(t, nil)
 	admin := userClient(t)
