@@ -3,19 +3,16 @@ package bench
 import (
 	"bufio"
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
-	ulule "github.com/ulule/limiter/v3"
-	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/bench/internal/stat"
 	"github.com/sluicehq/sluice/core"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
@@ -62,39 +59,9 @@ func footprintContenders() []footprintContender {
 		}})
 	}
 	return append(cs,
-		footprintContender{"redis_rate", func(_ testing.TB, c *goredis.Client, m matrixMode) decide {
-			l := redis_rate.NewLimiter(c)
-			lim := redis_rate.Limit{Rate: int(m.limit()), Burst: int(m.limit()), Period: time.Hour}
-			return func(ctx context.Context, key string) (bool, error) {
-				r, err := l.Allow(ctx, key, lim)
-				if err != nil {
-					return false, err
-				}
-				return r.Allowed > 0, nil
-			}
-		}},
-		footprintContender{"ulule", func(tb testing.TB, c *goredis.Client, m matrixMode) decide {
-			st, err := ulredis.NewStore(c)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			l := ulule.New(st, ulule.Rate{Period: time.Hour, Limit: m.limit()})
-			return func(ctx context.Context, key string) (bool, error) {
-				r, err := l.Get(ctx, key)
-				return !r.Reached, err
-			}
-		}},
-		footprintContender{"lean-go-redis", func(tb testing.TB, c *goredis.Client, m matrixMode) decide {
-			sha, err := c.ScriptLoad(context.Background(), leanGCRA).Result()
-			if err != nil {
-				tb.Fatal(err)
-			}
-			iv, burst := leanArgs(m)
-			return func(ctx context.Context, key string) (bool, error) {
-				n, err := c.EvalSha(ctx, sha, []string{key}, iv, burst).Int64()
-				return n == 1, err
-			}
-		}},
+		footprintContender{"redis_rate", redisRateDecide},
+		footprintContender{"ulule", ululeRedisDecide},
+		footprintContender{"lean-go-redis", leanGoRedisDecide},
 	)
 }
 
@@ -303,18 +270,8 @@ func BenchmarkServerCost(b *testing.B) {
 				}
 			}
 			for i, fc := range cs {
-				b.ReportMetric(medianOf(rounds[i]), fc.name+"-µs")
+				b.ReportMetric(stat.Median(rounds[i]), fc.name+"-µs")
 			}
 		})
-	}
-}
-
-func medianOf(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
 	}
 }

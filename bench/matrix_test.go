@@ -334,38 +334,13 @@ var redisContenders = []contender{
 		return sluiceDecide(tb, s, m)
 	}},
 	{"redis_rate", func(tb testing.TB, m matrixMode) decide {
-		l := redis_rate.NewLimiter(matrixRedisClient(tb, m.addr))
-		lim := redis_rate.Limit{Rate: int(m.limit()), Burst: int(m.limit()), Period: time.Hour}
-		return func(ctx context.Context, key string) (bool, error) {
-			r, err := l.Allow(ctx, key, lim)
-			if err != nil {
-				return false, err
-			}
-			return r.Allowed > 0, nil
-		}
+		return redisRateDecide(tb, matrixRedisClient(tb, m.addr), m)
 	}},
 	{"ulule", func(tb testing.TB, m matrixMode) decide {
-		st, err := ulredis.NewStore(matrixRedisClient(tb, m.addr))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		l := ulule.New(st, ulule.Rate{Period: time.Hour, Limit: m.limit()})
-		return func(ctx context.Context, key string) (bool, error) {
-			c, err := l.Get(ctx, key)
-			return !c.Reached, err
-		}
+		return ululeRedisDecide(tb, matrixRedisClient(tb, m.addr), m)
 	}},
 	{"lean-go-redis", func(tb testing.TB, m matrixMode) decide {
-		c := matrixRedisClient(tb, m.addr)
-		sha, err := c.ScriptLoad(context.Background(), leanGCRA).Result()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		iv, burst := leanArgs(m)
-		return func(ctx context.Context, key string) (bool, error) {
-			n, err := c.EvalSha(ctx, sha, []string{key}, iv, burst).Int64()
-			return n == 1, err
-		}
+		return leanGoRedisDecide(tb, matrixRedisClient(tb, m.addr), m)
 	}},
 	{"lean-valkey-go", func(tb testing.TB, m matrixMode) decide {
 		c := matrixValkeyClient(tb, m.addr)
@@ -377,6 +352,46 @@ var redisContenders = []contender{
 			return n == 1, err
 		}
 	}},
+}
+
+// redisRateDecide is go-redis/redis_rate's GCRA on c.
+func redisRateDecide(_ testing.TB, c *goredis.Client, m matrixMode) decide {
+	l := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: int(m.limit()), Burst: int(m.limit()), Period: time.Hour}
+	return func(ctx context.Context, key string) (bool, error) {
+		r, err := l.Allow(ctx, key, lim)
+		if err != nil {
+			return false, err
+		}
+		return r.Allowed > 0, nil
+	}
+}
+
+// ululeRedisDecide is ulule/limiter's Redis store on c.
+func ululeRedisDecide(tb testing.TB, c *goredis.Client, m matrixMode) decide {
+	st, err := ulredis.NewStore(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l := ulule.New(st, ulule.Rate{Period: time.Hour, Limit: m.limit()})
+	return func(ctx context.Context, key string) (bool, error) {
+		r, err := l.Get(ctx, key)
+		return !r.Reached, err
+	}
+}
+
+// leanGoRedisDecide is the lean GCRA script, sent by raw go-redis EVALSHA
+// on c.
+func leanGoRedisDecide(tb testing.TB, c *goredis.Client, m matrixMode) decide {
+	sha, err := c.ScriptLoad(context.Background(), leanGCRA).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	iv, burst := leanArgs(m)
+	return func(ctx context.Context, key string) (bool, error) {
+		n, err := c.EvalSha(ctx, sha, []string{key}, iv, burst).Int64()
+		return n == 1, err
+	}
 }
 
 // TestMatrixBodies decides once through every contender of the matrix, so

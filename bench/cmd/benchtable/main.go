@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/bench/internal/stat"
 )
 
 // result is one benchmark line's ns/op and allocs/op.
@@ -86,16 +88,6 @@ func parse(r io.Reader) (map[cell]map[string][]result, error) {
 	return runs, sc.Err()
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-}
-
 // ratio is the median over rounds of peer ns/op ÷ sluice ns/op, pairing
 // round i with round i.
 func ratio(sluice, peer []result) float64 {
@@ -104,7 +96,7 @@ func ratio(sluice, peer []result) float64 {
 	for i := range n {
 		r[i] = peer[i].ns / sluice[i].ns
 	}
-	return median(r)
+	return stat.Median(r)
 }
 
 var concOrder = []string{"serial", "parallel4", "parallel16", "parallel64", "parallel256"}
@@ -145,7 +137,7 @@ func write(w io.Writer, runs map[cell]map[string][]result) {
 			for _, r := range mine {
 				ns, allocs = append(ns, r.ns), append(allocs, r.allocs)
 			}
-			row := fmt.Sprintf("| %s %s %s | %s | %.0f | %.0f |", c.mode, c.keys, c.conc, s, median(ns), median(allocs))
+			row := fmt.Sprintf("| %s %s %s | %s | %.0f | %.0f |", c.mode, c.keys, c.conc, s, stat.Median(ns), stat.Median(allocs))
 			for _, p := range peers {
 				if theirs := runs[c][p]; len(theirs) > 0 {
 					r := ratio(mine, theirs)
