@@ -213,7 +213,10 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 		f.hold = make(chan struct{}) // a stall
 		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: 20 * time.Millisecond})
 		for range guard.DefaultConsecutiveFailures {
-			dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			// A deadline 20 ms longer than Timeout, so that the call still
+			// finds at least Timeout left on a loaded machine: it met the
+			// Limiter's deadline, not a shorter one of the caller's.
+			dctx, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
 			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
 			cancel()
 		}
