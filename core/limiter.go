@@ -261,7 +261,8 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 			return Decision{}, err
 		}
 		// The Decision is built where it is returned, never copied whole
-		// (see fieldTaker).
+		// (see fieldTaker): three literals, not one local or an inlined
+		// constructor, which measured 7 ns slower a decision serially.
 		a, g, lim, rem, retry, reset, delay, err := l.taker.TakeFields(identity, l.step, l.now(), n, &l.p)
 		if err == nil && (a || !l.cfg.Shadow) {
 			if l.cfg.Observer != nil {
