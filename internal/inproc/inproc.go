@@ -44,6 +44,30 @@ type FieldTaker = interface {
 	TakeFields(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error)
 }
 
+// PeekCap is the longest state a Peeker is handed.
+const PeekCap = 24
+
+// Peeker is an algorithm whose decisions that write nothing an in-process
+// store may make without its lock, from a copy of the key's state: a
+// refusal of GCRA or a token bucket reads the state and leaves it as it
+// was, so a key that every caller is refused need not be written, nor
+// locked, by any of them. The state is the first size bytes of w0, w1, w2
+// laid out little-endian (PeekCap bytes at most). Peek must return what
+// Step(state, now, n, p) would, field by field, with ok, when that step
+// returns a nil next (it writes nothing); and ok false when the step
+// would write.
+//
+// The state comes in three words and the Decision goes back in its fields,
+// all in registers: a slice passed through an interface escapes to the
+// heap, and an array or a Decision passed whole is copied through memory
+// in 16-byte moves of what was stored 8 bytes at a time, a stall on store
+// forwarding for each (together a third of a refusal). The algorithm
+// package implements it for its O(1) algorithms by running Step itself on
+// a copy of the state on its own stack.
+type Peeker interface {
+	Peek(w0, w1, w2 uint64, size int, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, ok bool)
+}
+
 // Binder is the fast path of an InProcess store. A Limiter binds once, in
 // New, to its namespace, and then decides every Allow with the Taker it
 // got, instead of Update with a pooled Mutation: in memory, the Mutation's

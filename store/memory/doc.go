@@ -109,6 +109,18 @@
 // that live shorter than the gap between two decisions in their shard, each
 // new key takes that slot with no work on the table.
 //
+// A refusal of that key takes no lock at all. A refusal writes nothing, so
+// the first one, made under the lock, leaves a copy of the key's state on a
+// cache line of its own (a seqlock), and the refusals after it are decided
+// from the copy by the algorithm's own step (inproc.Peeker: GCRA, the token
+// bucket, the fixed window, the leaky bucket, the sliding counter and the
+// calendar quota), each core on its own, with nothing written: a flood on
+// one exhausted key no longer queues every core on one lock. Whatever
+// changes or drops the key (an admission, a write through Update, Delete,
+// expiry, eviction, Close) withdraws the copy under the lock first, and a
+// step on the copy that would write (the key admits again) is made again
+// under the lock, so every decision is still the one the locked step makes.
+//
 // Memory follows the live keys, not MaxKeys: the expired keys that the hand
 // reclaims as new keys arrive (and the sweeper's passes) leave a table that
 // shrinks, in amortized O(1) work, when it is less than 1/8 full. A table

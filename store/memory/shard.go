@@ -37,6 +37,9 @@ type shardData struct {
 type shard struct {
 	shardData
 	_ [64 - unsafe.Sizeof(shardData{})%64]byte
+	// peek, on a line of its own that only a change of the front key
+	// writes, is what a refusal of that key is decided from without mu.
+	peek peekSlot
 }
 
 var _ [64 - unsafe.Offsetof(shardData{}.closed)]byte // mu, front, next and closed share a line
@@ -73,6 +76,7 @@ func (sh *shard) remove(k slotKey) {
 
 // dropFront empties the front slot.
 func (sh *shard) dropFront() {
+	sh.peek.withdraw()
 	if f := &sh.front; f.meta&slotLong != 0 {
 		delete(sh.t.long, f.key())
 	}

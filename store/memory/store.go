@@ -144,6 +144,9 @@ func (sh *shard) commit(k slotKey, sl *slot, now int64, next []byte, ttl time.Du
 	if sl == nil {
 		sl = sh.place(k, now)
 	}
+	if sl == &sh.front {
+		sh.peek.withdraw()
+	}
 	sh.t.setState(sl, next)
 	sl.expires = expiry(now, ttl)
 	if sl.expires < sh.next {
@@ -181,14 +184,33 @@ var _ inproc.FieldTaker = (*taker)(nil)
 func (t *taker) TakeFields(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error) {
 	k := t.s.keys.identity(t.ns, identity)
 	sh := t.s.shard(k)
+	sk := k.slot()
+	// A refusal of the front key is decided from its copy, without the
+	// lock, when there is one (see peekSlot).
+	if w0, w1, w2, size, ok := sh.peek.read(sk, now); ok {
+		if pk, ok := alg.(inproc.Peeker); ok {
+			if a, g, lim, rem, retry, reset, delay, ok := pk.Peek(w0, w1, w2, size, now, n, p); ok {
+				return a, g, lim, rem, retry, reset, delay, nil
+			}
+		}
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock() // see Update
 	if sh.closed {
 		return false, false, 0, 0, 0, 0, 0, ErrClosed
 	}
-	sk := k.slot()
 	sl, state := sh.open(sk, now)
 	next, ttl, d := alg.Step(state, now, n, p)
+	if next == nil {
+		// Nothing written: the front key's state may serve the next
+		// refusals without the lock.
+		if sl == &sh.front && now < sl.expires && sl.meta&slotLong == 0 {
+			if _, ok := alg.(inproc.Peeker); ok {
+				sh.peek.publish(sk, sl.expires, state)
+			}
+		}
+		return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
+	}
 	sh.commit(sk, sl, now, next, ttl)
 	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
 }
@@ -264,6 +286,7 @@ func (s *Store) Close() error {
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
+			sh.peek.withdraw()
 			sh.closed, sh.front, sh.t = true, slot{}, table{}
 			sh.mu.Unlock()
 		}
