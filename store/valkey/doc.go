@@ -31,7 +31,16 @@
 // valkey-go pipelines concurrent commands on one connection per node
 // (ClientOption.PipelineMultiplex) by itself, which is the fastest way to
 // reach the server's own limit: there is no pool to size, and a Store, like
-// its client, is meant to be shared by every limiter of a process.
+// its client, is meant to be shared by every limiter of a process. Its
+// pipeline passes each command through a writer and a reader goroutine,
+// though, which a few callers at once pay for (at 4 goroutines it ran at
+// 0.6–0.9 of go-redis's pooled connections). So over a standalone client
+// the store keeps up to 2 × GOMAXPROCS dedicated connections of its own
+// (Client.Dedicate, dialled and replaced in the background, never by a
+// caller): while no more scripts than that are in flight, each goes down
+// one of them, written and read by its caller; beyond that, they share the
+// pipeline. A process so holds that many connections more per server. A
+// cluster or sentinel client always pipelines.
 //
 // # Scripts
 //

@@ -35,9 +35,9 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 	for i, v := range args {
 		argv[i] = strconv.FormatInt(v, 10)
 	}
-	resp := s.c.Do(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
+	resp := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
 	if isNoScript(resp.Error()) {
-		resp = s.c.Do(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
+		resp = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
 	}
 	vs, err := resp.ToArray()
 	if err != nil {

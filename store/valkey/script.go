@@ -19,8 +19,9 @@ import (
 // cancelled context, a broken connection) gives an error matching
 // core.ErrOutcomeUnknown: the script may have run, and it is not sent
 // again. Every error is a *store.Error matching core.ErrUnavailable.
-// RunScript is safe for concurrent use; concurrent calls share the client's
-// pipelined connections.
+// RunScript is safe for concurrent use; a few concurrent calls each take a
+// dedicated connection, more share the client's pipeline (see the package
+// doc).
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if err := s.ready(ctx, "script"); err != nil {
 		return store.ScriptResult{}, err
@@ -31,9 +32,9 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 	k := key.String()
 	var buf [store.NumScriptArgs]string
 	argv := s.args.argv(sc, &args, buf[:0])
-	resp := s.c.Do(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv...).Build())
+	resp := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv...).Build())
 	if isNoScript(resp.Error()) {
-		resp = s.c.Do(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv...).Build())
+		resp = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv...).Build())
 	}
 	return scriptResult(sc, &args, resp)
 }

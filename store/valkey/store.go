@@ -53,6 +53,7 @@ type Store struct {
 	owned     bool  // Open built c: Close closes it
 	onWarning func(error)
 	watch     *evictWatch // the background checks of the eviction policy
+	direct    *direct     // nil: every command takes the client's pipeline
 }
 
 var (
@@ -88,6 +89,7 @@ func New(c valkeygo.Client, opts *Options) *Store {
 		s.bad = errConnLifetime
 		return s
 	}
+	s.direct = newDirect(c)
 	s.watchEviction()
 	return s
 }
@@ -175,6 +177,16 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	return nil
 }
 
+// send sends a script's command: down one of the store's dedicated
+// connections while few are in flight, through the client's pipeline
+// otherwise (see direct).
+func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) valkeygo.ValkeyResult {
+	if s.direct != nil {
+		return s.direct.do(ctx, cmd)
+	}
+	return s.c.Do(ctx, cmd)
+}
+
 // Close marks the Store closed: later calls fail with an error matching
 // core.ErrUnavailable, and the background checks of the eviction policy
 // end. It does not close a valkey-go client given to New, which the caller
@@ -185,6 +197,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.watch.stop()
+	if s.direct != nil {
+		s.direct.close()
+	}
 	if s.owned {
 		s.c.Close()
 	}

@@ -1,0 +1,176 @@
+package valkey_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/valkey"
+)
+
+// links is how many connections the proxy has carried that are still open.
+func (p *stallProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.links)
+}
+
+// A few callers at once each get a connection of their own instead of
+// queueing on the client's one pipelined connection (which costs two
+// goroutine handoffs a command), and many callers share the pipeline: the
+// store opens at most 2 × GOMAXPROCS connections beyond it, and every call
+// of either kind succeeds, once each.
+func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	proxy := newStallProxy(t, addr)
+	s := valkey.New(stalledClient(t, proxy, false), nil)
+	t.Cleanup(func() { _ = s.Close() })
+	direct := newClient(t, []string{addr})
+	key := freshKey(t, direct)
+	p := core.PerSecond("direct", 5)
+	args := core.NewScriptArgs(&p, 1, 1)
+	run := func(callers, each int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for range callers {
+			wg.Go(func() {
+				for range each {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err := s.RunScript(ctx, countScript, key, args)
+					cancel()
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	run(1, 1)
+	shared := proxy.open()
+	run(4, 200)
+	lanes := max(2, 2*runtime.GOMAXPROCS(0))
+	if got := proxy.open() - shared; got < 2 || got > lanes {
+		t.Fatalf("4 callers opened %d connections beside the client's %d, want 2 to %d of the store's own", got, shared, lanes)
+	}
+	run(64, 20)
+	if got := proxy.open() - shared; got > lanes {
+		t.Fatalf("64 callers opened %d connections beside the client's, want at most %d", got, lanes)
+	}
+	if n, want := runs(t, direct, key), int64(1+4*200+64*20); n != want {
+		t.Fatalf("the script ran %d times, want %d: one a call", n, want)
+	}
+}
+
+// When every connection breaks, the calls on the store's own connections
+// fail once, each returning by its deadline, and are never sent again; the
+// store replaces the connections in the background, and calls succeed
+// again within a few.
+func TestOwnConnectionsReplaced(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	proxy := newStallProxy(t, addr)
+	s := valkey.New(stalledClient(t, proxy, false), nil)
+	t.Cleanup(func() { _ = s.Close() })
+	direct := newClient(t, []string{addr})
+	key := freshKey(t, direct)
+	p := core.PerSecond("replaced", 5)
+	args := core.NewScriptArgs(&p, 1, 1)
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
+		defer cancel()
+		start := time.Now()
+		_, err := s.RunScript(ctx, countScript, key, args)
+		if late := time.Since(start) - stalledDeadline; late > lateBound {
+			t.Errorf("RunScript returned %v after its deadline", late)
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				if err := call(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	made := int64(4 * 50)
+	if got := runs(t, direct, key); got != made {
+		t.Fatalf("the script ran %d times for %d calls", got, made)
+	}
+
+	proxy.Drop()
+	calls, failed := int64(0), 0
+	ok := false
+	for range 200 {
+		calls++
+		err := call()
+		if err == nil {
+			ok = true
+			break
+		}
+		if !errors.Is(err, core.ErrUnavailable) {
+			t.Fatalf("err = %v, want ErrUnavailable", err)
+		}
+		failed++
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !ok {
+		t.Fatalf("no call succeeded in %d after the connections broke", calls)
+	}
+	t.Logf("after the connections broke: %d calls failed before one succeeded", failed)
+	if got := settle(t, direct, key, made+calls); got > made+calls {
+		t.Fatalf("the script ran %d times for %d calls: some call was sent twice", got, made+calls)
+	}
+	for range 20 {
+		if err := call(); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+}
+
+// Close while calls are in flight: each call returns, with its result or an
+// error, and the store's connections go back to the client, which works on.
+func TestCloseWithCallsInFlight(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	c := newClient(t, []string{addr})
+	s := valkey.New(c, nil)
+	key := freshKey(t, c)
+	p := core.PerSecond("closing", 5)
+	args := core.NewScriptArgs(&p, 1, 1)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := s.RunScript(ctx, countScript, key, args)
+				cancel()
+				if err != nil && !errors.Is(err, core.ErrUnavailable) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := c.Do(context.Background(), c.B().Ping().Build()).Error(); err != nil {
+		t.Fatalf("the client after the store closed: %v", err)
+	}
+}
