@@ -147,28 +147,31 @@ func matrixSerial(b *testing.B, step decide, ids []string) {
 	ctx := context.Background()
 	i := rand.IntN(len(ids))
 	var errs int
+	var first error
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := step(ctx, ids[i]); err != nil {
-			errs++
+			if errs++; first == nil {
+				first = err
+			}
 		}
 		if i++; i == len(ids) {
 			i = 0
 		}
 	}
 	reportRate(b)
-	reportErrors(b, int64(errs))
+	reportErrors(b, int64(errs), first)
 }
 
 // reportErrors reports the share of decisions that failed. A peer may give
 // up on a contended key (throttled's memstore does after 10 CAS attempts):
 // that is its figure, not a broken run. Sluice's contenders must not fail.
-func reportErrors(b *testing.B, errs int64) {
+func reportErrors(b *testing.B, errs int64, first error) {
 	if b.N > 0 {
 		b.ReportMetric(float64(errs)/float64(b.N), "errors/op")
 	}
 	if errs > 0 && strings.HasPrefix(path.Base(path.Dir(b.Name())), "sluice") {
-		b.Errorf("%d of %d decisions failed", errs, b.N)
+		b.Errorf("%d of %d decisions failed, the first with: %v", errs, b.N, first)
 	}
 }
 
@@ -179,12 +182,14 @@ func matrixParallel(b *testing.B, step decide, ids []string, goroutines int, den
 	b.ReportAllocs()
 	b.ResetTimer()
 	var errs atomic.Int64
+	var first atomic.Pointer[error]
 	b.RunParallel(func(pb *testing.PB) {
 		i := rand.IntN(len(ids))
 		for pb.Next() {
 			ok, err := step(ctx, ids[i])
 			if err != nil {
 				errs.Add(1)
+				first.CompareAndSwap(nil, &err)
 				continue
 			}
 			if ok && deny && len(ids) == 1 {
@@ -197,7 +202,11 @@ func matrixParallel(b *testing.B, step decide, ids []string, goroutines int, den
 		}
 	})
 	reportRate(b)
-	reportErrors(b, errs.Load())
+	var err error
+	if p := first.Load(); p != nil {
+		err = *p
+	}
+	reportErrors(b, errs.Load(), err)
 }
 
 var memoryContenders = []contender{
