@@ -9,14 +9,29 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
-// links is how many connections the proxy has carried that are still open.
+// open is how many connections the proxy has carried that are still open.
 func (p *stallProxy) open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.links)
+}
+
+// proxiedStore is a Store over one pipelined connection through a proxy,
+// a client straight to the server, a fresh key and countScript's arguments.
+func proxiedStore(t *testing.T) (*stallProxy, *valkey.Store, valkeygo.Client, store.Key, store.ScriptArgs) {
+	t.Helper()
+	addr := backends[0].addrs(t)[0]
+	proxy := newStallProxy(t, addr)
+	s := valkey.New(stalledClient(t, proxy, false), nil)
+	t.Cleanup(func() { _ = s.Close() })
+	direct := newClient(t, []string{addr})
+	p := core.PerSecond("direct", 5)
+	return proxy, s, direct, freshKey(t, direct), core.NewScriptArgs(&p, 1, 1)
 }
 
 // A few callers at once each get a connection of their own instead of
@@ -25,14 +40,7 @@ func (p *stallProxy) open() int {
 // store opens at most 2 × GOMAXPROCS connections beyond it, and every call
 // of either kind succeeds, once each.
 func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
-	addr := backends[0].addrs(t)[0]
-	proxy := newStallProxy(t, addr)
-	s := valkey.New(stalledClient(t, proxy, false), nil)
-	t.Cleanup(func() { _ = s.Close() })
-	direct := newClient(t, []string{addr})
-	key := freshKey(t, direct)
-	p := core.PerSecond("direct", 5)
-	args := core.NewScriptArgs(&p, 1, 1)
+	proxy, s, direct, key, args := proxiedStore(t)
 	run := func(callers, each int) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -77,14 +85,7 @@ func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 // store replaces the connections in the background, and calls succeed
 // again within a few.
 func TestOwnConnectionsReplaced(t *testing.T) {
-	addr := backends[0].addrs(t)[0]
-	proxy := newStallProxy(t, addr)
-	s := valkey.New(stalledClient(t, proxy, false), nil)
-	t.Cleanup(func() { _ = s.Close() })
-	direct := newClient(t, []string{addr})
-	key := freshKey(t, direct)
-	p := core.PerSecond("replaced", 5)
-	args := core.NewScriptArgs(&p, 1, 1)
+	proxy, s, direct, key, args := proxiedStore(t)
 	call := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
 		defer cancel()
