@@ -587,30 +587,3 @@ func TestBucketsLuaInvalidCost(t *testing.T) {
 		}
 	}
 }
-
-// The token bucket twin keeps its state as 17 or more digits; any other
-// string reads as absent, as undecodable state does in the Go step.
-func TestTokenBucketLuaMalformedState(t *testing.T) {
-	c := newRedis(t)
-	ctx := context.Background()
-	p := core.Policy{Name: "f", Limit: 5, Window: time.Minute}
-	s := TokenBucket{}.Script()
-	_, _, want := TokenBucket{}.Step(nil, bkT0, 1, &p)
-	for _, v := range []string{
-		"1234567890123456",     // 16 digits: no token count
-		"00000000000000000",    // tokens + 1 = 0
-		"-1234567890123456789", // a sign
-		"1234567890123456x",    // a trailing non-digit
-		" 12345678901234567",   // a leading space
-		"1.234567890123456e20",
-		"12345678901234567\n",
-	} {
-		key := freshKey(t, c)
-		if err := c.Set(ctx, key, v, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if got := core.ScriptDecision(runLua(t, c, s, key, core.NewScriptArgs(&p, bkT0, 1))); got != want {
-			t.Errorf("state %q: %+v, want as a fresh key %+v", v, got, want)
-		}
-	}
-}

@@ -17,10 +17,11 @@ import (
 //
 // and then TAT becomes max(TAT, now) + n·T. TAT − now is the time the
 // admitted units still owe, so a partial refill is no separate fraction:
-// it is just a TAT that is not a whole number of intervals away. On a clock
-// that never steps back GCRA admits exactly what TokenBucket admits. On a
-// clock that steps back it judges at the earlier now, against a TAT set at
-// a later one, so it is stricter than the token bucket, which stands still.
+// it is just a TAT that is not a whole number of intervals away. TAT is
+// the token bucket's full time: GCRA decides exactly what TokenBucket
+// decides, on a state of its own version (one Step serves both, tatStep).
+// On a clock that steps back it judges at the earlier now, against a TAT
+// set at a later one, which is stricter than standing still.
 //
 // Bound: the units admitted by calls whose now lies in any interval
 // [t1, t2] number at most B + ⌊(t2 − t1)/T⌋, whatever order the calls come
@@ -74,22 +75,29 @@ func (GCRA) Script() *store.Script { return gcraScript }
 // Step admits n units at now if they conform. See the type's doc for the
 // rule and the bound, and core.Algorithm for the contract. A cost n outside
 // 1..Capacity is denied without a RetryAfter (the Limiter never sends one).
+func (GCRA) Step(state []byte, now, n int64, p *core.Policy) (next []byte, ttl time.Duration, d core.Decision) {
+	return tatStep(state, gcraVersion, now, n, p)
+}
+
+// tatStep is GCRA's rule on a state that is one time, in the format of
+// version v: GCRA's TAT, or the token bucket's full time, which is the same
+// number (see TokenBucket). State of another version reads as absent.
 //
-// Overflow: now is clamped to [0, 2^52) and a stored TAT is at most 2^52 +
+// Overflow: now is clamped to [0, 2^52) and a stored time is at most 2^52 +
 // 2^46; n·T and B·T are at most 2^45 (core.MaxHorizon), so no sum leaves
 // 2^53.
-func (GCRA) Step(state []byte, now, n int64, p *core.Policy) (next []byte, ttl time.Duration, d core.Decision) {
+func tatStep(state []byte, v byte, now, n int64, p *core.Policy) (next []byte, ttl time.Duration, d core.Decision) {
 	b, t := p.Capacity(), p.IntervalMicros()
 	now = bkClamp(now)
 	tat := now
-	if s, ok := gcraDecode(state); ok && s > now {
+	if s, ok := tatDecode(state, v); ok && s > now {
 		tat = s
 	}
 	bt := b * t
 	d.Limit = b
 	if n < 1 || n > b || tat+n*t-bt > now {
 		// Remaining and ResetAfter as the state stands; tat − now exceeds
-		// B·T only after the clock stepped back.
+		// B·T only after the clock stepped back or the policy shrank.
 		d.Remaining = max(0, now+bt-tat) / t
 		d.ResetAfter = core.Micros(tat - now)
 		if n >= 1 && n <= b {
@@ -104,7 +112,7 @@ func (GCRA) Step(state []byte, now, n int64, p *core.Policy) (next []byte, ttl t
 	d.Allowed = true
 	d.Remaining = (now + bt - tat) / t // >= 0: that is the test just passed
 	d.ResetAfter = core.Micros(tat - now)
-	return gcraEncode(state, tat), d.ResetAfter, d
+	return tatEncode(state, v, tat), d.ResetAfter, d
 }
 
 // GCRA state, version 1: gcraVersion, TAT (µs, int64 big-endian). The high
@@ -115,14 +123,21 @@ const (
 	gcraLen     = 1 + 8
 )
 
-func gcraDecode(s []byte) (tat int64, ok bool) {
-	if len(s) != gcraLen || s[0] != gcraVersion {
+func gcraDecode(s []byte) (tat int64, ok bool) { return tatDecode(s, gcraVersion) }
+
+func gcraEncode(buf []byte, tat int64) []byte { return tatEncode(buf, gcraVersion, tat) }
+
+// tatDecode reads a state of one time in the format of version v (the
+// version byte, the time in µs as an int64 big-endian): GCRA's and the
+// token bucket's, each with its own version byte.
+func tatDecode(s []byte, v byte) (t int64, ok bool) {
+	if len(s) != gcraLen || s[0] != v {
 		return 0, false
 	}
-	tat = int64(binary.BigEndian.Uint64(s[1:]))
-	return tat, bkTimeOK(tat)
+	t = int64(binary.BigEndian.Uint64(s[1:]))
+	return t, bkTimeOK(t)
 }
 
-func gcraEncode(buf []byte, tat int64) []byte {
-	return binary.BigEndian.AppendUint64(append(stateBuf(buf, gcraLen), gcraVersion), uint64(tat))
+func tatEncode(buf []byte, v byte, t int64) []byte {
+	return binary.BigEndian.AppendUint64(append(stateBuf(buf, gcraLen), v), uint64(t))
 }

@@ -37,20 +37,6 @@ func TestGCRASteps(t *testing.T) {
 	checkFreshAfterTTL(t, GCRA{}, &gcraPolicy, state, bkT0+10_299_999, 400_001*time.Microsecond)
 }
 
-// On a clock that steps back, GCRA judges at the earlier now and the token
-// bucket stands still: the only place where they differ.
-func TestGCRAStricterThanTokenBucketOnBackwardClock(t *testing.T) {
-	const T = 100_000
-	runCalls(t, TokenBucket{}, tbPolicy, nil, []bkCall{
-		{bkT0, 1, admit(5, 4, T, 0), 100 * time.Millisecond},
-		{bkT0 - 10*T, 4, admit(5, 0, 15*T, 0), 1500 * time.Millisecond},
-	})
-	runCalls(t, GCRA{}, gcraPolicy, nil, []bkCall{
-		{bkT0, 1, admit(5, 4, T, 0), 100 * time.Millisecond},
-		{bkT0 - 10*T, 4, deny(5, 0, 10*T, 11*T), 0},
-	})
-}
-
 func TestGCRAFreshAtOneInstant(t *testing.T) {
 	for _, p := range bkRatePolicies {
 		for seed := range uint64(5) {
@@ -101,6 +87,41 @@ func FuzzGCRA(f *testing.F) {
 func TestGCRALua(t *testing.T) { diffBucket(t, GCRA{}, bkRatePolicies, 6, 150) }
 
 func TestGCRALuaServerTime(t *testing.T) { checkServerTime(t, GCRA{}, gcraPolicy) }
+
+// The usual call, one unit on the server's clock, sends the burst and the
+// interval alone (store.Script.Optional); a cost other than 1 is sent after
+// them, and an injected clock after that. The twin reads each as the Go
+// step does, for GCRA and for the token bucket, whose twin it is.
+func TestGCRALuaOptionalArgs(t *testing.T) {
+	c := newRedis(t)
+	for _, alg := range []core.Algorithm{GCRA{}, TokenBucket{}} {
+		s := alg.(core.Scripted).Script()
+		for _, tc := range []struct{ now, n, argc int64 }{{0, 1, 2}, {0, 3, 3}, {bkT0, 1, 4}, {bkT0, 3, 4}} {
+			a := core.NewScriptArgs(&gcraPolicy, tc.now, tc.n)
+			if got := int64(len(s.AppendArgv(nil, &a))); got != tc.argc {
+				t.Errorf("%s, now %d, n %d: %d arguments, want %d", alg.Name(), tc.now, tc.n, got, tc.argc)
+			}
+			key := freshKey(t, c)
+			got := core.ScriptDecision(runLua(t, c, s, key, a))
+			_, _, want := alg.Step(nil, bkT0, tc.n, &gcraPolicy)
+			if !got.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter {
+				t.Errorf("%s, now %d, n %d, on a fresh key: %+v, want %+v", alg.Name(), tc.now, tc.n, got, want)
+			}
+			// The second call, on the state the first wrote, is the Go
+			// step's on the state it wrote.
+			a.N = gcraPolicy.Capacity()
+			got = core.ScriptDecision(runLua(t, c, s, key, a))
+			next, _, _ := alg.Step(nil, bkT0, tc.n, &gcraPolicy)
+			_, _, want = alg.Step(next, bkT0, a.N, &gcraPolicy)
+			if tc.now != 0 && got != want {
+				t.Errorf("%s, now %d: then %d units: %+v, want %+v", alg.Name(), tc.now, a.N, got, want)
+			}
+			if got.Allowed {
+				t.Errorf("%s, now %d: %d units after %d on a fresh key were admitted", alg.Name(), tc.now, a.N, tc.n)
+			}
+		}
+	}
+}
 
 func TestGCRALuaMemory(t *testing.T) {
 	checkIntState(t, GCRA{}, core.Policy{Limit: core.MaxLimit, Window: 24 * time.Hour, Burst: 1_000_000})

@@ -10,8 +10,8 @@ import (
 
 // TestLimitChangeNeverExceedsTheLarger changes a key's limit at random
 // moments between a small and a large policy (the same Window; the large
-// one at least the small one in Limit, Burst and MaxDelay, and for GCRA
-// and the leaky bucket in Burst/Limit too), as a tier
+// one at least the small one in Limit, Burst and MaxDelay, and for the
+// token bucket, GCRA and the leaky bucket in Burst/Limit too), as a tier
 // change does at runtime, and checks every admission against the large
 // policy's bound: per aligned window (fixed window, sliding counter,
 // calendar period), per trailing window (sliding log), per interval (the
@@ -35,7 +35,7 @@ func TestLimitChangeNeverExceedsTheLarger(t *testing.T) {
 				large.Burst = max(large.Limit, small.Burst) + r.Int64N(3)
 				small.MaxDelay, large.MaxDelay = w/4, w/2
 				switch alg.(type) {
-				case GCRA, LeakyBucket:
+				case TokenBucket, GCRA, LeakyBucket:
 					// Their state is a time: the larger bucket must also be
 					// at least as deep in time (Burst/Limit), as when a
 					// tier scales Limit and Burst together.

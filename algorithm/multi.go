@@ -12,8 +12,9 @@ import (
 // every set of limits, whatever their algorithms, so that a store loads it
 // once. It holds each rate algorithm's Lua twin, unchanged, as a function
 // of its own (with its own copy of the prelude, whose redis is the
-// stand-in that records writes), and lua/multi.lua, which steps every
-// limit and writes only when all admit.
+// stand-in that records writes; two algorithms with one twin, the token
+// bucket and GCRA, share its function), and lua/multi.lua, which steps
+// every limit and writes only when all admit.
 
 // The algorithm ids of the multi-limit script.
 const (
@@ -31,7 +32,7 @@ var multiTwins = []struct {
 	file string
 }{
 	{multiFixedWindow, "fixed-window"}, {multiSlidingLog, "sliding-log"}, {multiSlidingCounter, "sliding-counter"},
-	{multiTokenBucket, "token-bucket"}, {multiGCRA, "gcra"}, {multiLeakyBucket, "leaky-bucket"}, {multiCalendar, "calendar"},
+	{multiTokenBucket, "gcra"}, {multiGCRA, "gcra"}, {multiLeakyBucket, "leaky-bucket"}, {multiCalendar, "calendar"},
 }
 
 var multiScript = buildMultiScript()
@@ -41,11 +42,18 @@ func MultiScript() *store.Script { return multiScript }
 
 func buildMultiScript() *store.Script {
 	var b strings.Builder
-	b.WriteString(readLua("prelude"))
+	b.WriteString(prelude(nil)) // now is ARGV[1]
 	b.WriteString(readLua("pexpire"))
 	b.WriteString("\nlocal steps = {}\n")
+	first := map[string]int{} // the id whose function holds a twin
 	for _, t := range multiTwins {
-		b.WriteString("\n-- " + t.file + "\nsteps[" + strconv.Itoa(t.id) + "] = function(KEYS, ARGV, redis)\n")
+		id := strconv.Itoa(t.id)
+		if prev, ok := first[t.file]; ok {
+			b.WriteString("\n-- " + t.file + "\nsteps[" + id + "] = steps[" + strconv.Itoa(prev) + "]\n")
+			continue
+		}
+		first[t.file] = t.id
+		b.WriteString("\n-- " + t.file + "\nsteps[" + id + "] = function(KEYS, ARGV, redis)\n")
 		// multi.lua passes every field of the convention (and the
 		// calendar's four after them); the twin reads those it declares,
 		// in its order.

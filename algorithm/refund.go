@@ -15,14 +15,12 @@ import (
 //   - fixed window, sliding counter, calendar: the units go back only into
 //     the window (period) the charge was counted in, and only while it is
 //     still the key's newest one; at most the units it holds;
-//   - token bucket: tokens go back, never above Burst, and only as many as
-//     the charge still withholds: the refill since the charge would have
-//     filled the bucket up to Burst without it, so a charge whose bucket
-//     has since refilled past Burst − n has less, or nothing, to give back
-//     (the mark is the tokens left right after the charge);
-//   - GCRA, leaky bucket: the theoretical arrival (drain) time moves back
-//     by the intervals of the charge that still lie ahead of now (the mark
-//     is that time right after the charge), never before now;
+//   - token bucket, GCRA, leaky bucket: the full (theoretical arrival,
+//     drain) time moves back by the intervals of the charge that still lie
+//     ahead of now (the mark is that time right after the charge), never
+//     before now: tokens go back, never above Burst, and only as many as
+//     the charge still withholds, for a charge whose bucket has since
+//     refilled past it has less, or nothing, to give back;
 //   - sliding log: up to n of the entries of the charge's instant are
 //     removed, while they are in the trailing window (the Lua twin lowers
 //     that instant's member, and the running sums of the members after
@@ -78,44 +76,18 @@ func (SlidingCounter) Refund(state []byte, now, at, _, n int64, p *core.Policy) 
 	return scEncode(state, last, prev, cur-r), core.Micros(max(start+2*w-now, 1)), r
 }
 
-// Refund gives back up to n tokens, never above Burst, and no more than
-// the charge at at, which left mark tokens, still withholds.
-func (TokenBucket) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	b, t := p.Capacity(), p.IntervalMicros()
-	now, at = bkClamp(now), bkClamp(at)
-	tokens, last, ok := tbDecode(state)
-	if !ok || n < 1 {
-		return nil, 0, 0 // absent: a full bucket
-	}
-	tokens = min(tokens, b)
-	if now > last {
-		if k := (now - last) / t; k >= b-tokens {
-			return nil, 0, 0 // full again
-		} else {
-			tokens += k
-			last += k * t
-		}
-	}
-	// Without the charge, the bucket would hold mark + n + refill, up to
-	// Burst: what it withholds is what the cap has not yet taken.
-	refill := int64(0)
-	if now > at {
-		refill = min((now-at)/t, b)
-	}
-	held := min(n, b-min(max(mark, 0)+refill, b))
-	r := min(held, b-tokens)
-	if r <= 0 {
-		return nil, 0, 0
-	}
-	tokens += r
-	if tokens == b {
-		return tbEncode(state, b, max(now, last)), time.Microsecond, r
-	}
-	return tbEncode(state, tokens, last), core.Micros(max(last+(b-tokens)*t-now, 1)), r
+// Refund moves the full time back by the intervals of the charge that
+// still lie ahead of now (mark is the full time right after the charge),
+// never before now: up to n tokens back, never above Burst, and no more
+// than the charge still withholds.
+func (TokenBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	return timedRefund(state, now, mark, n, p, tbDecode, tbEncode)
 }
 
-// Mark is the tokens the charge left (its Remaining).
-func (TokenBucket) Mark(d core.Decision, _ int64, _ *core.Policy) int64 { return d.Remaining }
+// Mark is the full time right after the charge.
+func (TokenBucket) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
+	return at + int64(d.ResetAfter/time.Microsecond)
+}
 
 // Refund moves the theoretical arrival time back by the intervals of the
 // charge that still lie ahead of now (mark is the TAT right after the

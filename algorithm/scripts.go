@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"embed"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/store"
@@ -12,11 +13,15 @@ var luaFS embed.FS
 
 // twinArgs are the fields of store.ScriptArgs each twin reads, in the
 // order of its ARGV: only those reach the server, which turns every
-// argument into a Lua string on every call. Now comes first in every
-// list: the prelude reads it as ARGV[1]. A twin not listed reads all ten.
+// argument into a Lua string on every call. The prelude reads now from
+// the position of store.ArgNow (ARGV[1] where no list names it). A twin
+// not listed reads all ten.
+//
+// GCRA's twin (the token bucket's too) puts last the two arguments that
+// have a default (twinOptional), so that its usual call, one unit on the
+// server's clock, sends the burst and the interval alone.
 var twinArgs = map[string][]store.ScriptArg{
-	"gcra":            {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval},
-	"token-bucket":    {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval},
+	"gcra":            {store.ArgBurst, store.ArgInterval, store.ArgN, store.ArgNow},
 	"leaky-bucket":    {store.ArgNow, store.ArgN, store.ArgBurst, store.ArgInterval, store.ArgMaxDelay},
 	"fixed-window":    {store.ArgNow, store.ArgN, store.ArgLimit, store.ArgWindow},
 	"sliding-counter": {store.ArgNow, store.ArgN, store.ArgLimit, store.ArgWindow},
@@ -24,11 +29,15 @@ var twinArgs = map[string][]store.ScriptArg{
 	"concurrency":     {store.ArgNow, store.ArgLimit, store.ArgLeaseTTL, store.ArgLease, store.ArgOp},
 }
 
+// twinOptional is how many of the last twinArgs a call may leave out while
+// they hold their defaults (store.Script.Optional); the twin reads an
+// absent one as its default.
+var twinOptional = map[string]int{"gcra": 2}
+
 // twinDecode are the decoders of the twins that may reply one integer
 // (see store.Script.Decode).
 var twinDecode = map[string]func(int64, *store.ScriptArgs) store.ScriptResult{
 	"gcra":         gcraReply,
-	"token-bucket": tokenBucketReply,
 	"leaky-bucket": leakyBucketReply,
 	"fixed-window": fixedWindowReply,
 }
@@ -55,7 +64,7 @@ func twinSource(name string, full bool) string {
 	} else {
 		b.WriteString("local FULL = false\n")
 	}
-	b.WriteString(readLua("prelude"))
+	b.WriteString(prelude(twinArgs[name]))
 	if strings.Contains(src, "idiv(") {
 		b.WriteString(readLua("idiv"))
 	}
@@ -66,17 +75,40 @@ func twinSource(name string, full bool) string {
 	return b.String()
 }
 
+// prelude is lua/prelude.lua for a script whose ARGV holds args, with the
+// position it reads now from, ARGV[NOWARG], written in: that of
+// store.ArgNow there (1 when args are every field, or do not name it).
+func prelude(args []store.ScriptArg) string {
+	at := 1
+	for i, f := range args {
+		if f == store.ArgNow {
+			at = i + 1
+		}
+	}
+	src := readLua("prelude")
+	if !strings.Contains(src, "ARGV[NOWARG]") {
+		panic("sluice/algorithm: prelude.lua reads now without ARGV[NOWARG]")
+	}
+	return strings.Replace(src, "ARGV[NOWARG]", "ARGV["+strconv.Itoa(at)+"]", 1)
+}
+
 // loadScript returns the embedded Lua twin lua/<name>.lua (see twinSource),
 // with the arguments it reads and its decoder. It panics only if a file is
 // missing from the build, which the package's tests catch.
-func loadScript(name string) *store.Script {
-	s := store.NewScript(name, twinSource(name, false), twinArgs[name]...)
-	s.Decode = twinDecode[name]
+func loadScript(name string) *store.Script { return loadTwin(name, name) }
+
+// loadTwin is loadScript for a script named name whose twin is lua/<file>.lua
+// (the token bucket's is GCRA's).
+func loadTwin(name, file string) *store.Script {
+	s := store.NewScript(name, twinSource(file, false), twinArgs[file]...)
+	s.Optional = twinOptional[file]
+	s.Decode = twinDecode[file]
 	return s
 }
 
-// gcraReply expands the GCRA twin's one-integer reply: d = TAT - now
-// after the call, admitted as d and denied as -1 - d. These are the twin's
+// gcraReply expands the one-integer reply of GCRA's twin, which is also
+// the token bucket's: d = TAT (the full time) - now after the call,
+// admitted as d and denied as -1 - d. These are the twin's
 // own formulas for the six values (lua/gcra.lua, the FULL branches), on
 // the arguments it was sent.
 func gcraReply(v int64, a *store.ScriptArgs) store.ScriptResult {
@@ -97,29 +129,6 @@ func gcraReply(v int64, a *store.ScriptArgs) store.ScriptResult {
 		retry = d + n*iv - bt
 	}
 	return store.ScriptResult{0, burst, rem, retry, d, 0}
-}
-
-// tokenBucketReply expands the token bucket twin's one-integer reply: r,
-// the time until the bucket is full, admitted as r and denied as -1 - r,
-// replied only when last <= now. Then now - last < interval, so with m =
-// burst - tokens, r = m × interval - (now - last) and m = ⌈r / interval⌉
-// (r = 0 exactly when the bucket is full): tokens and last follow, and the
-// six values by the twin's own formulas (lua/token-bucket.lua).
-func tokenBucketReply(v int64, a *store.ScriptArgs) store.ScriptResult {
-	n, burst, iv := a.N, a.Burst, a.Interval
-	allowed := int64(1)
-	r := v
-	if v < 0 {
-		allowed, r = 0, -1-v
-	}
-	m := (r + iv - 1) / iv
-	tokens := burst - m
-	lastMinusNow := r - m*iv // -(now - last)
-	var retry int64
-	if allowed == 0 && n >= 1 && n <= burst {
-		retry = lastMinusNow + (n-tokens)*iv
-	}
-	return store.ScriptResult{allowed, burst, tokens, retry, r, 0}
 }
 
 // leakyBucketReply expands the leaky bucket twin's one-integer reply: d =

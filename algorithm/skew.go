@@ -8,8 +8,8 @@ import (
 )
 
 // Clamps (core.Clamper). Every step reads a stored time later than now as
-// standing still at it (or, for GCRA and the leaky bucket, as a debt still
-// owed), which keeps the decisions of a key on one time line when clocks
+// standing still at it (or, for the token bucket, GCRA and the leaky
+// bucket, as a debt still owed), which keeps the decisions of a key on one time line when clocks
 // disagree a little. A clock far ahead would hold that line in its future:
 // every correct instance stands still until real time catches up. A Limiter
 // over a store that declares its clock skew s therefore clamps each state
@@ -79,32 +79,26 @@ func (SlidingLog) Clamp(state []byte, now, skew int64, p *core.Policy) ([]byte, 
 	return state, core.Micros(bound + p.WindowMicros() - now), true
 }
 
-// Clamp pulls last back to now + skew (core.Clamper): the tokens stay, and
-// refill resumes skew after now.
+// Clamp pulls the full time back to now + B·T + skew (core.Clamper): a
+// bucket drained as by a clock skew ahead. The full time alone cannot tell
+// how many tokens the far clock took, so the clamp assumes all of them.
 func (TokenBucket) Clamp(state []byte, now, skew int64, p *core.Policy) ([]byte, time.Duration, bool) {
-	now = bkClamp(now)
-	tokens, last, ok := tbDecode(state)
-	if !ok || last <= now+skew {
-		return state, 0, false
-	}
-	last = now + skew
-	binary.BigEndian.PutUint64(state[5:], uint64(last))
-	b := p.Capacity()
-	ttl := last - now
-	if tokens < b {
-		ttl += (b - tokens) * p.IntervalMicros()
-	}
-	return state, core.Micros(max(ttl, 1)), true
+	return tatClamp(state, tbVersion, now, skew, p)
 }
 
 // Clamp pulls TAT back to now + B·T + skew (core.Clamper): a drained bucket
 // as a clock skew ahead would leave it. TAT alone cannot tell how much of
 // it the far clock's admissions owe, so the clamp assumes all of it.
 func (GCRA) Clamp(state []byte, now, skew int64, p *core.Policy) ([]byte, time.Duration, bool) {
+	return tatClamp(state, gcraVersion, now, skew, p)
+}
+
+// tatClamp is the clamp of a state of one time of version v (tatStep's).
+func tatClamp(state []byte, v byte, now, skew int64, p *core.Policy) ([]byte, time.Duration, bool) {
 	now = bkClamp(now)
-	tat, ok := gcraDecode(state)
+	t, ok := tatDecode(state, v)
 	bound := now + p.Capacity()*p.IntervalMicros() + skew
-	if !ok || tat <= bound {
+	if !ok || t <= bound {
 		return state, 0, false
 	}
 	binary.BigEndian.PutUint64(state[1:], uint64(bound))

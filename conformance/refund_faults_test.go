@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -18,12 +19,13 @@ func (nextWindowRefund) Refund(state []byte, now, _, mark, n int64, p *core.Poli
 }
 
 // overfullRefund is the token bucket with a planted defect: its refund
-// gives tokens back up to Burst whatever the refill since the charge, so
-// a bucket that filled up again gets the old charge's tokens on top.
+// gives tokens back up to Burst whatever the refill since the charge (its
+// mark says the charge still lies wholly ahead), so a bucket that filled
+// up again gets the old charge's tokens on top.
 type overfullRefund struct{ algorithm.TokenBucket }
 
 func (overfullRefund) Refund(state []byte, now, _, _, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	return algorithm.TokenBucket{}.Refund(state, now, now, 0, n, p)
+	return algorithm.TokenBucket{}.Refund(state, now, now, math.MaxInt64, n, p)
 }
 
 // A refund into the next window, and a refund above what a refilled bucket

@@ -98,11 +98,10 @@
 //
 // The rate algorithms bound units over an interval, not a window. With
 // Burst scaled as the Region scales it (Burst·a/L, so Burst·T stays about
-// Burst·W/L), GCRA and LeakyBucket admit at most (B/L + d/W)·L in all
-// (+ ⌊MaxDelay/T⌋ for the queue) in any interval of length d <= H: the bound of
-// one limiter of the global policy, since each unit costs W/aᵢ of the
-// time owed, whatever aᵢ it was admitted under. TokenBucket adds at most
-// ⌊T_old/T_new⌋ units per raise, below.
+// Burst·W/L), TokenBucket, GCRA and LeakyBucket admit at most (B/L +
+// d/W)·L in all (+ ⌊MaxDelay/T⌋ for the queue) in any interval of length
+// d <= H: the bound of one limiter of the global policy, since each unit
+// costs W/aᵢ of the time owed, whatever aᵢ it was admitted under.
 //
 // # A change of allowance, per algorithm
 //
@@ -114,15 +113,11 @@
 //     window ends; a raise admits up to the new Limit at once.
 //   - SlidingLog: the logged units are kept; the new Limit applies to the
 //     trailing window at once.
-//   - GCRA, LeakyBucket: the state is a time (TAT, drain), the time the
-//     admitted units still owe, which is kept; the interval T = W/a
-//     changes, so the bucket stays as full, as a fraction, as it was: a
-//     raise from a to a' turns r units left into about r·a'/a at once, a
-//     cut likewise shrinks them.
-//   - TokenBucket: the tokens are kept (capped at the new capacity after a
-//     cut) and refilled at the new rate; the part of an interval already
-//     earned toward the next token is read at the new T, so a raise can add
-//     up to ⌊T_old/T_new⌋ tokens early.
+//   - TokenBucket, GCRA, LeakyBucket: the state is a time (the time the
+//     bucket is full again, TAT, drain), the time the admitted units still
+//     owe, which is kept; the interval T = W/a changes, so the bucket stays
+//     as full, as a fraction, as it was: a raise from a to a' turns r units
+//     left into about r·a'/a at once, a cut likewise shrinks them.
 //   - Concurrency holds leases, which a Region cannot move: New refuses it.
 //
 // A cost n above the allowance in force (within the global quota) is a

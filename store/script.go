@@ -21,6 +21,13 @@ type Script struct {
 	// declares: every argument the server need not parse is time saved on
 	// every call (the server turns each one into a Lua string).
 	Args []ScriptArg
+	// Optional is how many of the last Args a call may leave out, from the
+	// end, while each holds its default: ArgNow 0 (the server's clock),
+	// ArgN 1. The script reads an absent one as its default. Every
+	// argument left out is one the server need not turn into a string, and
+	// the arguments before stay where they are. Zero: every call sends all
+	// of Args.
+	Optional int
 	// Decode, when not nil, expands a reply of one integer into the six
 	// values of a ScriptResult, from that integer and the arguments the
 	// store sent. A script may then answer its common cases with one
@@ -47,7 +54,8 @@ const (
 
 // ScriptArgs is the one calling convention every script follows: the
 // fields a script may read. A store passes those the script declares
-// (Script.Args), in the order declared, as ARGV, with KEYS[1] the key:
+// (Script.Args, less the defaults it may leave out: Script.ArgsFor), in the
+// order declared, as ARGV, with KEYS[1] the key:
 //
 //	Now        µs since the epoch; 0 means "read the server's TIME"
 //	N          cost
@@ -119,9 +127,36 @@ func (a *ScriptArgs) Int64(f ScriptArg) int64 {
 	panic("sluice/store: ScriptArg " + strconv.Itoa(int(f)) + " out of range")
 }
 
-// AppendArgv appends the ARGV of one call of s, in decimal, to dst.
+// ArgsFor returns the fields one call of s with arguments a sends, in
+// order: Args, less those of the last Optional that hold their default
+// (see Script.Optional), taken off from the end.
+func (s *Script) ArgsFor(a *ScriptArgs) []ScriptArg {
+	args := s.Args
+	for k := 0; k < s.Optional && len(args) > 0; k++ {
+		if !a.isDefault(args[len(args)-1]) {
+			break
+		}
+		args = args[:len(args)-1]
+	}
+	return args
+}
+
+// isDefault reports whether field f of a holds the value a script reads
+// when f is left out: ArgNow 0, ArgN 1. No other field has a default.
+func (a *ScriptArgs) isDefault(f ScriptArg) bool {
+	switch f {
+	case ArgNow:
+		return a.Now == 0
+	case ArgN:
+		return a.N == 1
+	}
+	return false
+}
+
+// AppendArgv appends the ARGV of one call of s, in decimal, to dst: the
+// fields ArgsFor names.
 func (s *Script) AppendArgv(dst []string, a *ScriptArgs) []string {
-	for _, f := range s.Args {
+	for _, f := range s.ArgsFor(a) {
 		if f == ArgLease {
 			dst = append(dst, strconv.FormatUint(a.Lease, 10))
 			continue

@@ -15,15 +15,25 @@
 
 local MAXNOW = 4503599627370495 -- 2^52 - 1: the latest instant the Go steps read
 
--- now in µs: ARGV[1] (core.ScriptArgs.Now, the first argument of every
--- script), or when it is "0" the server's TIME, so that instances with
--- skewed clocks agree; clamped to [0, MAXNOW] as the Go steps clamp it.
+-- A global is a table lookup on every use, a local a register: the two a
+-- script reads most are read once.
+local ARGV, redis = ARGV, redis
+
+-- now in µs: the argument core.ScriptArgs.Now is sent as (scripts.go
+-- writes its position in for NOWARG, from the twin's argument list: 1 for
+-- most; a number in the source, not a local to load), or when it is "0"
+-- or left out (store.Script.Optional) the server's TIME, so that
+-- instances with skewed clocks agree. A sent now is clamped to [0, MAXNOW]
+-- as the Go steps clamp it; TIME is in that range until the year 2112.
 -- Arguments and TIME's fields are decimal strings, turned into numbers by
 -- arithmetic (x + 0), which converts exactly as tonumber does, without the
 -- cost of a function call; a script reads its ARGV the same way.
-local now = ARGV[1] + 0
+local now = (ARGV[NOWARG] or 0) + 0
 if now == 0 then
 	local t = redis.call('TIME')
 	now = t[1] * 1000000 + t[2]
+elseif now < 0 then
+	now = 0
+elseif now > MAXNOW then
+	now = MAXNOW
 end
-if now < 0 then now = 0 elseif now > MAXNOW then now = MAXNOW end

@@ -10,7 +10,7 @@
 -- the multi-limit script's eleven values (algorithm id, n, limit, window,
 -- burst, interval, max delay, and for the calendar the period boundaries
 -- computed around at), then the limit's mark (core.Refunder.Mark: the
--- bucket's tokens, or its TAT or drain time, right after the charge).
+-- bucket's full time, the TAT or the drain time, right after the charge).
 -- Reply: the units refunded to each limit, in order.
 
 local WIDTH = 12
@@ -51,8 +51,8 @@ local function counted(key, n, start, stop)
 end
 
 -- A time that moves back by the charge's intervals that still lie ahead of
--- now (mark: the time right after the charge), never before now (GCRA's
--- TAT, the leaky bucket's drain).
+-- now (mark: the time right after the charge), never before now (the
+-- token bucket's full time, GCRA's TAT, the leaky bucket's drain).
 local function timed(key, n, iv, mark)
 	local t = getint(key)
 	if not t or t <= now or t > MAXTIME or mark <= now then return 0 end
@@ -63,36 +63,6 @@ local function timed(key, n, iv, mark)
 		redis.call('DEL', key)
 	else
 		redis.call('SET', key, int(t2), 'PX', int(idiv(t2 - now + 999, 1000)))
-	end
-	return r
-end
-
--- Tokens back, never above burst, and no more than the charge still
--- withholds: without it the bucket would hold mark + n + the refill since,
--- up to burst.
-local function tokens(key, n, burst, iv, mark)
-	local v = redis.pcall('GET', key)
-	if type(v) ~= 'string' or #v < 17 or string.find(v, '%D') then return 0 end
-	local a, last = tonumber(string.sub(v, 1, -17)) - 1, tonumber(string.sub(v, -16))
-	if a < 0 or last > MAXTIME then return 0 end
-	if a > burst then a = burst end
-	if now > last then
-		local q = idiv(now - last, iv)
-		if q >= burst - a then return 0 end -- full again
-		a = a + q
-		last = last + q * iv
-	end
-	local refill = 0
-	if now > at then refill = math.min(idiv(now - at, iv), burst) end
-	local held = math.min(n, burst - math.min(math.max(mark, 0) + refill, burst))
-	local r = math.min(held, burst - a)
-	if r <= 0 then return 0 end
-	a = a + r
-	if a == burst then
-		redis.call('DEL', key) -- absent is a full bucket
-	else
-		local reset = last + (burst - a) * iv - now
-		redis.call('SET', key, string.format('%d%016d', a + 1, last), 'PX', int(idiv(reset + 999, 1000)))
 	end
 	return r
 end
@@ -219,7 +189,6 @@ for i = 1, k do
 	local id = tonumber(ARGV[b + 1])
 	local n = tonumber(ARGV[b + 2])
 	local window = tonumber(ARGV[b + 4])
-	local burst = tonumber(ARGV[b + 5])
 	local iv = tonumber(ARGV[b + 6])
 	local mark = tonumber(ARGV[b + 12])
 	local key = KEYS[i]
@@ -232,9 +201,7 @@ for i = 1, k do
 		elseif id == 1 then -- fixed window
 			local start = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
 			r = counted(key, n, start, start + window)
-		elseif id == 4 then
-			r = tokens(key, n, burst, iv, mark)
-		elseif id == 5 or id == 6 then -- GCRA, leaky bucket
+		elseif id == 4 or id == 5 or id == 6 then -- token bucket, GCRA, leaky bucket
 			r = timed(key, n, iv, mark)
 		elseif id == 7 then -- calendar: the period charged is [c1, c2)
 			r = counted(key, n, tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]))

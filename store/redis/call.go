@@ -83,13 +83,14 @@ func (c *call) eval(s *store.Script) {
 	c.cmd = goredis.NewCmd(context.Background(), c.args(s)...)
 }
 
-// args fills ARGV with the fields s reads and returns the command's
-// arguments.
+// args fills ARGV with the fields this call of s sends (s.ArgsFor) and
+// returns the command's arguments.
 func (c *call) args(s *store.Script) []any {
-	for i, f := range s.Args {
+	args := s.ArgsFor(&c.a)
+	for i, f := range args {
 		c.argv[4+i] = c.fields[f]
 	}
-	return c.argv[:4+len(s.Args)]
+	return c.argv[:4+len(args)]
 }
 
 // result reads the reply of c's command: six integers, or one that the

@@ -60,10 +60,11 @@ func lenOf(m *map[policyArgs][6]string) int {
 	return len(*m)
 }
 
-// argv appends the arguments sc reads (sc.Args) to out, in order.
+// argv appends the arguments this call of sc sends (sc.ArgsFor) to out,
+// in order.
 func (c *argCache) argv(sc *store.Script, a *store.ScriptArgs, out []string) []string {
 	p := c.get(a)
-	for _, f := range sc.Args {
+	for _, f := range sc.ArgsFor(a) {
 		switch f {
 		case store.ArgNow:
 			out = append(out, strconv.FormatInt(a.Now, 10))
