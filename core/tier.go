@@ -33,17 +33,16 @@ type TierResolver func(ctx context.Context, identity string) (string, error)
 //     current window (period, trailing window) has admitted counts against
 //     the new Limit: a lowered limit refuses until the count is below it,
 //     a raised one admits up to it;
-//   - token bucket: the tokens left stay (capped at the new Burst) and
-//     refill at the new rate;
-//   - GCRA, leaky bucket: the debt (theoretical arrival or drain time)
-//     stays and is measured against the new Burst and rate.
+//   - GCRA, token bucket, leaky bucket: the debt (theoretical arrival,
+//     full or drain time) stays and is measured against the new Burst and
+//     rate.
 //
 // So a change never admits more, in any window, than the larger of the
 // two limits allows there, when one is at least the other in Limit, Burst
-// and MaxDelay, and, for GCRA and the leaky bucket, whose state is a
-// time, in Burst/Limit too (its bucket is as deep in time: tiers that
-// scale Limit and Burst together); the algorithm package's tests prove it
-// for each (TestLimitChangeNeverExceedsTheLarger). A GCRA change from
+// and MaxDelay, and, for GCRA, the token bucket and the leaky bucket,
+// whose state is a time, in Burst/Limit too (its bucket is as deep in
+// time: tiers that scale Limit and Burst together); the algorithm
+// package's tests prove it for each (TestLimitChangeNeverExceedsTheLarger). A GCRA change from
 // "6/s, burst 6" to "3/s, burst 5" may admit up to 8 at one instant: the
 // debt of 6 units at 1/6 s is 1 s, and the smaller policy tolerates 5/3 s.
 type Tiers struct {

@@ -96,8 +96,8 @@
 // it is 3/4 full, so growth leaves it at least half full and a key takes 53
 // to 80 bytes of heap (BenchmarkHeapPerKey in the bench module measures it,
 // and the peers' figures, at 100,000 keys). A state of up to 19 bytes
-// (every O(1) algorithm's: GCRA's and the leaky bucket's 9, a fixed
-// window's and a token bucket's 13, a sliding counter's 17) lives inside its
+// (every O(1) algorithm's: GCRA's, the token bucket's and the leaky
+// bucket's 9, a fixed window's 13, a sliding counter's 17) lives inside its
 // slot; a longer one (a sliding log, many leases) lives in a map of its
 // shard, by key.
 //

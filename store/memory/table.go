@@ -50,8 +50,8 @@ const (
 	evictProbes = 4 * evictSamples
 )
 
-// inlineCap is the longest state a slot holds in place: GCRA's and the
-// leaky bucket's take 9 bytes, a fixed window's and a token bucket's 13, a
+// inlineCap is the longest state a slot holds in place: GCRA's, the token
+// bucket's and the leaky bucket's take 9 bytes, a fixed window's 13, a
 // sliding counter's 17.
 const inlineCap = 19
 
