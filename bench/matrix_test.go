@@ -188,8 +188,11 @@ func matrixParallel(b *testing.B, step decide, ids []string, goroutines int, den
 		for pb.Next() {
 			ok, err := step(ctx, ids[i])
 			if err != nil {
+				// A copy, so that taking its address does not move err,
+				// and with it every decision, to the heap.
+				e := err
 				errs.Add(1)
-				first.CompareAndSwap(nil, &err)
+				first.CompareAndSwap(nil, &e)
 				continue
 			}
 			if ok && deny && len(ids) == 1 {
