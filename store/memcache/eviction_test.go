@@ -116,18 +116,26 @@ func (j *junk) write(n int) error {
 	return j.w.Flush()
 }
 
+// command is a connection to memcached for one text command, which must be
+// answered within 2 s.
+func command(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	return c
+}
+
 // stored reports whether memcached holds key, without moving it up its
 // LRU (a meta get with the u flag): a get between rounds of junk would
 // mark the key active, and memcached's segmented LRU keeps rescuing an
 // active key from the tail.
 func stored(t *testing.T, addr, key string) bool {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := command(t, addr)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
 	fmt.Fprintf(c, "mg %s u\r\n", key)
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
@@ -146,12 +154,8 @@ func stored(t *testing.T, addr, key string) bool {
 // evictions reads memcached's count of evicted items.
 func evictions(t *testing.T, addr string) int {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := command(t, addr)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
 	fmt.Fprint(c, "stats\r\n")
 	r := bufio.NewReader(c)
 	for {
