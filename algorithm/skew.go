@@ -9,16 +9,17 @@ import (
 
 // Clamps (core.Clamper). Every step reads a stored time later than now as
 // standing still at it (or, for the token bucket, GCRA and the leaky
-// bucket, as a debt still owed), which keeps the decisions of a key on one time line when clocks
-// disagree a little. A clock far ahead would hold that line in its future:
-// every correct instance stands still until real time catches up. A Limiter
-// over a store that declares its clock skew s therefore clamps each state
-// before the step: a stored time more than s beyond the latest that a step
-// at now could write (now for an admission time, now + B·T for a TAT, ...)
-// is pulled back to that bound, as if its writer had been s ahead. The
-// bound is always below the time it replaces, so a clamped state decodes
-// as the step's own, and no sum leaves the range each step's overflow note
-// states (s is at most 2^53 µs, the longest time.Duration).
+// bucket, as a debt still owed), which keeps the decisions of a key on one
+// time line when clocks disagree a little. A clock far ahead would hold
+// that line in its future: every correct instance stands still until real
+// time catches up. A Limiter over a store that declares its clock skew s
+// therefore clamps each state before the step: a stored time more than s
+// beyond the latest that a step at now could write (now for an admission
+// time, now + B·T for a TAT, ...) is pulled back to that bound, as if its
+// writer had been s ahead. The bound is always below the time it replaces,
+// so a clamped state decodes as the step's own, and no sum leaves the
+// range each step's overflow note states (s is at most 2^53 µs, the
+// longest time.Duration).
 //
 // Each type's doc states what the clamp costs and bounds for a fleet with
 // one instance off by X.

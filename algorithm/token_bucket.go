@@ -57,10 +57,10 @@ import (
 // state do not mix on one key. In Go a GCRA state and a token bucket state
 // read as absent to each other (the version byte); in Redis they are one
 // number, which either twin reads as its own (a key names its policy, and
-// a policy has one algorithm). A key
-// written in the two-integer form of earlier releases (tokens and last)
-// reads as absent, a full bucket, once; this release's key hash (see
-// store/key.go) leaves such keys unread anyway.
+// a policy has one algorithm). A key written in the two-integer form of
+// earlier releases (tokens and last) reads as absent, a full bucket, once;
+// this release's key hash (see store/key.go) leaves such keys unread
+// anyway.
 //
 // Decision: Remaining is the tokens left, ⌊(now + B·T − F)/T⌋ (at least 0);
 // RetryAfter the time until n tokens are there, max(F, now) + n·T − B·T −

@@ -29,6 +29,21 @@ const stalledDeadline = 200 * time.Millisecond
 // itself.
 const lateBound = 5 * time.Second
 
+// runByDeadline runs countScript on key with a deadline of
+// stalledDeadline, and reports an error when the call returns more than
+// lateBound after it.
+func runByDeadline(t *testing.T, s *valkey.Store, key store.Key, args store.ScriptArgs) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
+	defer cancel()
+	start := time.Now()
+	_, err := s.RunScript(ctx, countScript, key, args)
+	if late := time.Since(start) - stalledDeadline; late > lateBound {
+		t.Errorf("RunScript returned %v after its deadline", late)
+	}
+	return err
+}
+
 // runs reads countScript's counter.
 func runs(t *testing.T, c valkeygo.Client, key store.Key) int64 {
 	t.Helper()
@@ -98,13 +113,7 @@ func TestDeadlineReplyLost(t *testing.T) {
 	}
 
 	proxy.Stall()
-	ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
-	defer cancel()
-	start := time.Now()
-	_, err := s.RunScript(ctx, countScript, key, args)
-	if late := time.Since(start) - stalledDeadline; late > lateBound {
-		t.Errorf("RunScript returned %v after its deadline", late)
-	}
+	err := runByDeadline(t, s, key, args)
 	checkUnknown(t, err)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want it to wrap context.DeadlineExceeded", err)
@@ -207,14 +216,7 @@ func TestDeadlineReplyLostPipelined(t *testing.T) {
 			var lost atomic.Int64
 			for range calls {
 				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
-					defer cancel()
-					start := time.Now()
-					_, err := s.RunScript(ctx, countScript, key, args)
-					if late := time.Since(start) - stalledDeadline; late > lateBound {
-						t.Errorf("RunScript returned %v after its deadline", late)
-					}
-					if err != nil {
+					if err := runByDeadline(t, s, key, args); err != nil {
 						lost.Add(1)
 						checkUnknown(t, err)
 					}

@@ -86,16 +86,7 @@ func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 // again within a few.
 func TestOwnConnectionsReplaced(t *testing.T) {
 	proxy, s, direct, key, args := proxiedStore(t)
-	call := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), stalledDeadline)
-		defer cancel()
-		start := time.Now()
-		_, err := s.RunScript(ctx, countScript, key, args)
-		if late := time.Since(start) - stalledDeadline; late > lateBound {
-			t.Errorf("RunScript returned %v after its deadline", late)
-		}
-		return err
-	}
+	call := func() error { return runByDeadline(t, s, key, args) }
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
