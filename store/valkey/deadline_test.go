@@ -171,19 +171,30 @@ func TestConnectionDropped(t *testing.T) {
 	if n := settle(t, direct, key, 3); n != 2 {
 		t.Fatalf("after the drop the script had run %d times, want 2: it was sent again", n)
 	}
-	if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
-		t.Fatalf("after the drop: %v", err)
+	// A connection that broke while idle is found only when a command is
+	// next sent on it (nothing reads it meanwhile), so a call or two after
+	// the drop may fail so, with an unknown outcome, before one succeeds.
+	failed := 0
+	for {
+		_, err := s.RunScript(context.Background(), countScript, key, args)
+		if err == nil {
+			break
+		}
+		checkUnknown(t, err)
+		if failed++; failed == 5 {
+			t.Fatalf("after the drop, %d calls failed, the last with: %v", failed, err)
+		}
 	}
-	if n := runs(t, direct, key); n != 3 {
-		t.Fatalf("after one more call the script ran %d times, want 3", n)
+	if n := runs(t, direct, key); n < 3 || n > int64(3+failed) {
+		t.Fatalf("after %d more calls the script ran %d times, want 3 to %d", failed+1, n, 3+failed)
 	}
 }
 
 // TestDeadlineReplyLostPipelined: many concurrent calls share the client's
 // pipelined connection when its replies stop. Each call either succeeds
 // (valkey-go gave up the broken connection and sent it on a new one before
-// it was sent on the old) or returns an unknown outcome within its
-// deadline; none runs twice. With AlwaysPipelining over one connection,
+// it was sent on the old), returns an unknown outcome within its deadline,
+// or, held back for a batch, was never sent and says so; none runs twice. With AlwaysPipelining over one connection,
 // every call queues on the stalled connection and every one must lose its
 // reply.
 func TestDeadlineReplyLostPipelined(t *testing.T) {
@@ -213,22 +224,27 @@ func TestDeadlineReplyLostPipelined(t *testing.T) {
 			proxy.Stall()
 			const calls = 50
 			var wg sync.WaitGroup
-			var lost atomic.Int64
+			var lost, unsent atomic.Int64
 			for range calls {
 				wg.Go(func() {
-					if err := runByDeadline(t, s, key, args); err != nil {
+					err := runByDeadline(t, s, key, args)
+					switch {
+					case err == nil:
+					case !errors.Is(err, core.ErrOutcomeUnknown) && errors.Is(err, context.DeadlineExceeded):
+						unsent.Add(1) // held back in a batcher's queue (TestBatchedCallsNeverSentAtTheirDeadline)
+					default:
 						lost.Add(1)
 						checkUnknown(t, err)
 					}
 				})
 			}
 			wg.Wait()
-			if lost.Load() == 0 || (always && lost.Load() != calls) {
-				t.Errorf("%d of %d calls lost their reply", lost.Load(), calls)
+			if lost.Load() == 0 || (always && lost.Load()+unsent.Load() != calls) {
+				t.Errorf("%d of %d calls lost their reply, %d were not sent", lost.Load(), calls, unsent.Load())
 			}
-			n := settle(t, direct, key, 1+calls)
-			if n > 1+calls {
-				t.Fatalf("%d calls ran the script %d times (plus the warm-up): some ran twice", calls, n-1)
+			n := settle(t, direct, key, 1+calls-unsent.Load())
+			if n > 1+calls-unsent.Load() {
+				t.Fatalf("%d calls, %d of them not sent, ran the script %d times (plus the warm-up): some ran twice", calls, unsent.Load(), n-1)
 			}
 			proxy.Resume()
 			if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {

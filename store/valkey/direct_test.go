@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,9 +37,9 @@ func proxiedStore(t *testing.T) (*stallProxy, *valkey.Store, valkeygo.Client, st
 
 // A few callers at once each get a connection of their own instead of
 // queueing on the client's one pipelined connection (which costs two
-// goroutine handoffs a command), and many callers share the pipeline: the
-// store opens at most 2 × GOMAXPROCS connections beyond it, and every call
-// of either kind succeeds, once each.
+// goroutine handoffs a command), and many callers share the pipeline, the
+// most of them in batches: the store opens at most 2 × GOMAXPROCS
+// connections beyond it, and every call of any kind succeeds, once each.
 func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 	proxy, s, direct, key, args := proxiedStore(t)
 	run := func(callers, each int) {
@@ -71,11 +72,12 @@ func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 	if got := proxy.open() - shared; got < 2 || got > lanes {
 		t.Fatalf("4 callers opened %d connections beside the client's %d, want 2 to %d of the store's own", got, shared, lanes)
 	}
-	run(64, 20)
+	many := valkey.BatchFrom() + 32 // some of them in batches
+	run(many, 20)
 	if got := proxy.open() - shared; got > lanes {
-		t.Fatalf("64 callers opened %d connections beside the client's, want at most %d", got, lanes)
+		t.Fatalf("%d callers opened %d connections beside the client's, want at most %d", many, got, lanes)
 	}
-	if n, want := runs(t, direct, key), int64(1+4*200+64*20); n != want {
+	if n, want := runs(t, direct, key), int64(1+4*200+many*20); n != want {
 		t.Fatalf("the script ran %d times, want %d: one a call", n, want)
 	}
 }
@@ -164,5 +166,59 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 	wg.Wait()
 	if err := c.Do(context.Background(), c.B().Ping().Build()).Error(); err != nil {
 		t.Fatalf("the client after the store closed: %v", err)
+	}
+}
+
+// With more calls in flight than valkey.BatchFrom, the ones beyond it wait
+// for a batch. When the replies stall, a call whose deadline ends while it
+// waits was never sent: it fails with a known outcome, and the server never
+// runs it. The calls in flight before it succeed once the replies flow
+// again, and none runs twice.
+func TestBatchedCallsNeverSentAtTheirDeadline(t *testing.T) {
+	proxy, s, direct, key, args := proxiedStore(t)
+	if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Stall()
+	call := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := s.RunScript(ctx, countScript, key, args)
+		return err
+	}
+	// Every lane busy: the dedicated connections, the pipeline up to
+	// BatchFrom, and both batches in flight.
+	first := valkey.BatchFrom() + 2
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range first {
+		wg.Go(func() {
+			if err := call(5 * time.Second); err != nil {
+				failed.Add(1)
+				t.Errorf("a call in flight before the queue: %v", err)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // they are in flight
+	const queued = 16
+	var later sync.WaitGroup
+	for range queued {
+		later.Go(func() {
+			err := call(100 * time.Millisecond)
+			var se *store.Error
+			switch {
+			case errors.Is(err, core.ErrOutcomeUnknown):
+				t.Errorf("a queued call was sent: %v", err)
+			case !errors.As(err, &se) || !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded):
+				t.Errorf("a queued call at its deadline: err = %v, want a *store.Error matching ErrUnavailable and the deadline", err)
+			}
+		})
+	}
+	later.Wait()
+	proxy.Resume()
+	wg.Wait()
+	want := int64(1 + first)
+	if n := settle(t, direct, key, want); n != want {
+		t.Fatalf("%d calls in flight and %d held back ran the script %d times (plus the warm-up), want %d", first, queued, n-1, first)
 	}
 }

@@ -9,3 +9,7 @@ func SetEvictionCheckEvery(d time.Duration) (restore func()) {
 	evictionCheckEvery = d
 	return func() { evictionCheckEvery = old }
 }
+
+// BatchFrom is how many commands in flight make a standalone store's next
+// command join a batch.
+func BatchFrom() int { return int(batchFrom(directLanes())) }

@@ -35,9 +35,12 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 	for i, v := range args {
 		argv[i] = strconv.FormatInt(v, 10)
 	}
-	resp := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
-	if isNoScript(resp.Error()) {
-		resp = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
+	resp, err := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
+	if err == nil && isNoScript(resp.Error()) {
+		resp, err = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(int64(len(ks))).Key(ks...).Arg(argv...).Build())
+	}
+	if err != nil {
+		return reply, err
 	}
 	vs, err := resp.ToArray()
 	if err != nil {

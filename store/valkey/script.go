@@ -32,9 +32,12 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 	k := key.String()
 	var buf [store.NumScriptArgs]string
 	argv := s.args.argv(sc, &args, buf[:0])
-	resp := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv...).Build())
-	if isNoScript(resp.Error()) {
-		resp = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv...).Build())
+	resp, err := s.send(ctx, s.c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(k).Arg(argv...).Build())
+	if err == nil && isNoScript(resp.Error()) {
+		resp, err = s.send(ctx, s.c.B().Eval().Script(sc.Source).Numkeys(1).Key(k).Arg(argv...).Build())
+	}
+	if err != nil {
+		return store.ScriptResult{}, err
 	}
 	return scriptResult(sc, &args, resp)
 }

@@ -180,11 +180,11 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 // send sends a script's command: down one of the store's dedicated
 // connections while few are in flight, through the client's pipeline
 // otherwise (see direct).
-func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) valkeygo.ValkeyResult {
+func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.ValkeyResult, error) {
 	if s.direct != nil {
 		return s.direct.do(ctx, cmd)
 	}
-	return s.c.Do(ctx, cmd)
+	return s.c.Do(ctx, cmd), nil
 }
 
 // Close marks the Store closed: later calls fail with an error matching
