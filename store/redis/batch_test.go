@@ -162,9 +162,8 @@ func TestBatcherDeadlines(t *testing.T) {
 	var first error
 	wg.Go(func() { first = call(2 * time.Second) })
 	waitFor(t, "the first call to take the lane", func() bool {
-		s.single.mu.Lock()
-		defer s.single.mu.Unlock()
-		return s.single.busy == 1
+		lanes, _ := s.single.b.Busy()
+		return lanes == 1
 	})
 	const queued = 8
 	errs := make([]error, queued)
@@ -180,10 +179,8 @@ func TestBatcherDeadlines(t *testing.T) {
 	if !errors.Is(first, core.ErrUnavailable) || !errors.Is(first, core.ErrOutcomeUnknown) {
 		t.Errorf("the call on the lane: %v; want core.ErrUnavailable and core.ErrOutcomeUnknown", first)
 	}
-	s.single.mu.Lock()
-	defer s.single.mu.Unlock()
-	if s.single.busy != 0 || len(s.single.queue) != 0 {
-		t.Errorf("after every call returned: %d lanes busy, %d calls queued", s.single.busy, len(s.single.queue))
+	if lanes, queued := s.single.b.Busy(); lanes != 0 || queued != 0 {
+		t.Errorf("after every call returned: %d lanes busy, %d calls queued", lanes, queued)
 	}
 }
 

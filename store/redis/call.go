@@ -3,9 +3,9 @@ package redis
 import (
 	"context"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -21,20 +21,12 @@ type call struct {
 	sc     *store.Script
 	cmd    *goredis.Cmd
 
-	// The batcher's fields, guarded by its mutex.
-	state    uint8 // callQueued, callTaken or callAbandoned
-	deadline time.Time
-	ready    chan struct{} // receives once the batch that took the call is done
+	bc  batch.Call // the batcher's part
+	err error      // the command's error, once it went out through the batcher
 }
 
-const (
-	callQueued = iota + 1
-	callTaken
-	callAbandoned
-)
-
 var callPool = sync.Pool{New: func() any {
-	c := &call{ready: make(chan struct{}, 1)}
+	c := &call{bc: batch.NewCall()}
 	// argv[0] and argv[1] (EVALSHA and the hash, or EVAL and the source)
 	// are set per call, and so is ARGV (argv[4:]), from fields, as the
 	// script declares. The key count is a string: a cluster client reads it
@@ -66,7 +58,8 @@ func putCall(c *call) {
 	c.cmd = nil
 	c.sc = nil
 	c.argv[1] = nil
-	c.state = 0
+	c.err = nil
+	c.bc.Reset()
 	callPool.Put(c)
 }
 
