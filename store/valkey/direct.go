@@ -18,7 +18,8 @@ import (
 // at 4 goroutines. So while at most lanes commands are in flight, a
 // command goes down a dedicated connection of the store's own instead, and
 // the caller writes and reads its socket itself (valkey-go's synchronous
-// path); beyond that, it joins the shared pipeline.
+// path); beyond that, it joins the shared pipeline, and from batchFrom in
+// flight it waits for a batch there (see batcher).
 //
 // The dedicated connections are the client's (Client.Dedicate), made and
 // replaced by one goroutine in the background, never by a caller: a
@@ -83,7 +84,9 @@ func newDirect(c valkeygo.Client) *direct {
 }
 
 // do sends cmd, down a dedicated connection when few commands are in
-// flight and one is free, and through the client's pipeline otherwise.
+// flight and one is free, through the client's pipeline when more are, and
+// in a batch on it from batchFrom on. A non-nil error is the batcher's (see
+// batcher.do); any other is in the reply.
 func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.ValkeyResult, error) {
 	defer d.inflight.Add(-1)
 	n := d.inflight.Add(1)

@@ -20,8 +20,8 @@ import (
 // core.ErrOutcomeUnknown: the script may have run, and it is not sent
 // again. Every error is a *store.Error matching core.ErrUnavailable.
 // RunScript is safe for concurrent use; a few concurrent calls each take a
-// dedicated connection, more share the client's pipeline (see the package
-// doc).
+// dedicated connection, more share the client's pipeline, and many go on it
+// in batches (see the package doc).
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if err := s.ready(ctx, "script"); err != nil {
 		return store.ScriptResult{}, err

@@ -179,7 +179,8 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 
 // send sends a script's command: down one of the store's dedicated
 // connections while few are in flight, through the client's pipeline
-// otherwise (see direct).
+// otherwise, in batches when many are (see direct). A non-nil error says
+// the command waited for a batch until ctx ended (see batcher.do).
 func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.ValkeyResult, error) {
 	if s.direct != nil {
 		return s.direct.do(ctx, cmd)
