@@ -62,9 +62,9 @@ func directLanes() int32 { return int32(max(2, 2*runtime.GOMAXPROCS(0))) }
 // batchFrom is how many commands in flight, for lanes dedicated
 // connections, make the next one join a batch: 8 × lanes, 32 at 2 cores.
 // Measured at 2 cores against raw valkey-go's pipeline at 16, 64 and 256
-// goroutines: batching from 32 in flight was 0.95–1.09, 1.10–1.24 and
+// goroutines: batching from 32 in flight was 0.88–1.09, 1.09–1.24 and
 // 1.32–1.67 of it; batching every command beyond the dedicated
-// connections was 0.67–0.75 at 16 goroutines (a batch waits for the one
+// connections was 0.58–0.74 at 16 goroutines (a batch waits for the one
 // before it), and not batching 0.86–0.97 from 16 on.
 func batchFrom(lanes int32) int32 { return 8 * lanes }
 
