@@ -22,6 +22,7 @@ package batch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,6 +73,8 @@ type Batcher[T any] struct {
 	mu    sync.Mutex
 	busy  int  // lanes in use
 	queue []*T // FIFO; abandoned calls wait here until take skips them
+
+	batches atomic.Int64 // sent so far
 }
 
 // New returns a Batcher of lanes round trips and batches of max calls
@@ -131,6 +134,10 @@ func (b *Batcher[T]) Busy() (lanes, queued int) {
 	defer b.mu.Unlock()
 	return b.busy, len(b.queue)
 }
+
+// Batches returns how many batches b has sent (not counting calls sent
+// alone), for tests and diagnostics.
+func (b *Batcher[T]) Batches() int64 { return b.batches.Load() }
 
 // release ends a caller's own round trip: its lane goes to a worker if
 // calls are queued, and is freed otherwise.
@@ -207,6 +214,7 @@ func (b *Batcher[T]) send(batch []*T) {
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
+	b.batches.Add(1)
 	b.many(ctx, batch)
 	for _, c := range batch {
 		b.call(c).ready <- struct{}{}

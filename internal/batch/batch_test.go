@@ -129,6 +129,9 @@ func TestQueuedCallsBatched(t *testing.T) {
 			t.Errorf("a batch of %d, want at most 3", len(bt))
 		}
 	}
+	if got := b.Batches(); got != int64(len(f.batches)) || got < 2 {
+		t.Errorf("Batches() = %d, the server saw %d; want them equal, at least 2 for 5 calls", got, len(f.batches))
+	}
 	if l, q := b.Busy(); l != 0 || q != 0 {
 		t.Fatalf("after every call: %d lanes busy, %d queued", l, q)
 	}

@@ -72,15 +72,26 @@ func batchFrom(lanes int32) int32 { return 8 * lanes }
 // failed its first PING, so that an outage costs one dial at a time.
 const retryAfterDial = 100 * time.Millisecond
 
-// newDirect returns the router of c, or nil when c is not a standalone
-// client: a cluster's dedicated client is tied to the slot of its first
-// command, and a sentinel's outlives a failover.
+// newDirect returns the router of c, or nil for a cluster client. A
+// sentinel client's router has no dedicated connections (one would outlive
+// a failover, still talking to the old primary), only the batches, which
+// its pipeline carries to whichever primary it follows. A cluster's
+// commands are left to valkey-go: a dedicated client is tied to the slot
+// of its first command, and a batch would wait for its slowest node.
 func newDirect(c valkeygo.Client) *direct {
-	if c == nil || c.Mode() != valkeygo.ClientModeStandalone {
+	if c == nil {
 		return nil
 	}
 	n := directLanes()
-	return &direct{c: c, b: newBatcher(c), lanes: n, batchFrom: batchFrom(n), free: make(chan *lane, n), stop: make(chan struct{})}
+	d := &direct{c: c, b: newBatcher(c), batchFrom: batchFrom(n), stop: make(chan struct{})}
+	switch c.Mode() {
+	case valkeygo.ClientModeStandalone:
+		d.lanes, d.free = n, make(chan *lane, n)
+	case valkeygo.ClientModeSentinel:
+	default:
+		return nil
+	}
+	return d
 }
 
 // do sends cmd, down a dedicated connection when few commands are in

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
 	valkeygo "github.com/valkey-io/valkey-go"
@@ -44,26 +45,7 @@ func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 	proxy, s, direct, key, args := proxiedStore(t)
 	run := func(callers, each int) {
 		t.Helper()
-		var wg sync.WaitGroup
-		errs := make(chan error, callers)
-		for range callers {
-			wg.Go(func() {
-				for range each {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_, err := s.RunScript(ctx, countScript, key, args)
-					cancel()
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		runCallers(t, s, key, args, callers, each)
 	}
 	run(1, 1)
 	shared := proxy.open()
@@ -220,5 +202,52 @@ func TestBatchedCallsNeverSentAtTheirDeadline(t *testing.T) {
 	want := int64(1 + first)
 	if n := settle(t, direct, key, want); n != want {
 		t.Fatalf("%d calls in flight and %d held back ran the script %d times (plus the warm-up), want %d", first, queued, n-1, first)
+	}
+}
+
+// A sentinel client gets no dedicated connections (one would outlive a
+// failover), but its many callers share batches all the same, and every
+// call runs once.
+func TestSentinelBatches(t *testing.T) {
+	h := harness{addrs: []string{testenv.RedisSentinelAddr(t)}, master: testenv.SentinelMaster}
+	c := h.client(t)
+	s := valkey.New(c, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	key := freshKey(t, c)
+	p := core.PerSecond("sentinel-batches", 5)
+	args := core.NewScriptArgs(&p, 1, 1)
+	callers, each := valkey.BatchFrom()+32, 20
+	runCallers(t, s, key, args, callers, each)
+	if n, want := runs(t, c, key), int64(callers*each); n != want {
+		t.Fatalf("the script ran %d times, want %d: one a call", n, want)
+	}
+	if valkey.Batches(s) == 0 {
+		t.Fatalf("%d callers over a sentinel client sent no batch", callers)
+	}
+}
+
+// runCallers runs countScript each times from each of callers goroutines at
+// once, and fails the test at the first error.
+func runCallers(t *testing.T, s *valkey.Store, key store.Key, args store.ScriptArgs, callers, each int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := s.RunScript(ctx, countScript, key, args)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

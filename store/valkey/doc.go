@@ -46,8 +46,10 @@
 // flight (32 at 2 cores), the next ones wait for a batch, sent as one
 // DoMulti while the last one is out (at most two out at a time, 64
 // commands each). A script whose deadline ends while it waits for a batch
-// was never sent: its error is not an unknown outcome. A cluster or
-// sentinel client always pipelines, one command at a time.
+// was never sent: its error is not an unknown outcome. A sentinel client
+// has the batches but no dedicated connections (one would outlive a
+// failover); a cluster client has neither, and pipelines one command at a
+// time (a batch would wait for its slowest node).
 //
 // # Scripts
 //

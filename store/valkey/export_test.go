@@ -13,3 +13,11 @@ func SetEvictionCheckEvery(d time.Duration) (restore func()) {
 // BatchFrom is how many commands in flight make a standalone store's next
 // command join a batch.
 func BatchFrom() int { return int(batchFrom(directLanes())) }
+
+// Batches is how many batches s has sent.
+func Batches(s *Store) int64 {
+	if s.direct == nil {
+		return 0
+	}
+	return s.direct.b.b.Batches()
+}
