@@ -120,8 +120,11 @@ func TestPeekDecidesAsTheStep(t *testing.T) {
 func TestPeekWithdrawn(t *testing.T) {
 	p := &core.Policy{Name: "p", Limit: 1, Window: time.Hour}
 	now := epoch.UnixMicro()
-	exhaust := func(t *testing.T, s *Store, tk inproc.FieldTaker) {
+	// exhausted is a one-shard store with key a refused from its copy.
+	exhausted := func(t *testing.T, opts *Options) (*Store, inproc.FieldTaker) {
 		t.Helper()
+		s := newStore(t, opts)
+		tk := bindTaker(t, s)
 		takeAt(t, tk, algorithm.GCRA{}, "a", now, 1, p)
 		for range 2 {
 			if d := takeAt(t, tk, algorithm.GCRA{}, "a", now, 1, p); d.Allowed {
@@ -131,11 +134,10 @@ func TestPeekWithdrawn(t *testing.T) {
 		if _, _, _, _, ok := s.shards[0].peek.read(s.keys.identity(s.keys.namespace("test:p"), "a").slot(), now); !ok {
 			t.Fatal("no copy was published by the refusal")
 		}
+		return s, tk
 	}
 	t.Run("Delete", func(t *testing.T) {
-		s := newStore(t, &Options{SweepInterval: -1, Shards: 1})
-		tk := bindTaker(t, s)
-		exhaust(t, s, tk)
+		s, tk := exhausted(t, &Options{SweepInterval: -1, Shards: 1})
 		if err := s.Delete(context.Background(), key("a")); err != nil {
 			t.Fatal(err)
 		}
@@ -144,9 +146,7 @@ func TestPeekWithdrawn(t *testing.T) {
 		}
 	})
 	t.Run("Update", func(t *testing.T) {
-		s := newStore(t, &Options{SweepInterval: -1, Shards: 1})
-		tk := bindTaker(t, s)
-		exhaust(t, s, tk)
+		s, tk := exhausted(t, &Options{SweepInterval: -1, Shards: 1})
 		// A write of an empty GCRA state (a TAT of now) through Update, as a
 		// refund or a multi-limit decision writes.
 		fresh, _, _ := algorithm.GCRA{}.Step(nil, now-time.Hour.Microseconds(), 1, p)
@@ -156,26 +156,20 @@ func TestPeekWithdrawn(t *testing.T) {
 		}
 	})
 	t.Run("expiry", func(t *testing.T) {
-		s := newStore(t, &Options{SweepInterval: -1, Shards: 1})
-		tk := bindTaker(t, s)
-		exhaust(t, s, tk)
+		_, tk := exhausted(t, &Options{SweepInterval: -1, Shards: 1})
 		if d := takeAt(t, tk, algorithm.GCRA{}, "a", now+time.Hour.Microseconds(), 1, p); !d.Allowed {
 			t.Fatalf("after the key's TTL: %+v, want admitted", d)
 		}
 	})
 	t.Run("Close", func(t *testing.T) {
-		s := newStore(t, &Options{SweepInterval: -1, Shards: 1})
-		tk := bindTaker(t, s)
-		exhaust(t, s, tk)
+		s, tk := exhausted(t, &Options{SweepInterval: -1, Shards: 1})
 		s.Close()
 		if _, err := tk.Take("a", algorithm.GCRA{}, now, 1, p); err != ErrClosed {
 			t.Fatalf("after Close: %v, want ErrClosed", err)
 		}
 	})
 	t.Run("evicted", func(t *testing.T) {
-		s := newStore(t, &Options{SweepInterval: -1, Shards: 1, MaxKeys: 1})
-		tk := bindTaker(t, s)
-		exhaust(t, s, tk)
+		_, tk := exhausted(t, &Options{SweepInterval: -1, Shards: 1, MaxKeys: 1})
 		takeAt(t, tk, algorithm.GCRA{}, "b", now, 1, p) // evicts a, the only key
 		if d := takeAt(t, tk, algorithm.GCRA{}, "a", now, 1, p); !d.Allowed {
 			t.Fatalf("after a was evicted: %+v, want admitted", d)
