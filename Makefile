@@ -47,7 +47,8 @@ bench-in-env:
 	scripts/modules.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
 
 # The README's side-by-side table: ROUNDS runs of bench's BenchmarkMatrix, one
-# after another so that the rounds interleave, reduced by bench/cmd/benchtable
+# after another so that the rounds interleave, each round with the contenders
+# of a cell in an order of its own (SLUICE_MATRIX_ROUND), reduced by bench/cmd/benchtable
 # to each peer's ns/op over Sluice's, the median of the rounds; then what one
 # decision costs the server and one key its memory (BenchmarkServerCost,
 # BenchmarkRedisBytesPerKey) and the memory store's heap per key.
@@ -59,7 +60,7 @@ bench-table: deps
 .PHONY: bench-table-in-env
 bench-table-in-env:
 	cd bench && for i in $$(seq $(ROUNDS)); do \
-		GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkMatrix$$' -benchmem -benchtime $(BENCHTIME) . || exit 1; \
+		SLUICE_MATRIX_ROUND=$$i/$(ROUNDS) GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkMatrix$$' -benchmem -benchtime $(BENCHTIME) . || exit 1; \
 	done | GOWORK=off $(GO) run ./cmd/benchtable
 	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^BenchmarkServerCost$$' -benchtime 5x .
 	cd bench && GOWORK=off $(GO) test -run '^$$' -bench '^Benchmark(RedisBytesPerKey|HeapPerKey)$$' -benchtime 1x .

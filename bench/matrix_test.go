@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +72,7 @@ func BenchmarkMatrix(b *testing.B) {
 				b.Run(map[bool]string{false: "allow", true: "deny"}[deny], func(b *testing.B) {
 					for _, keys := range []int{1, 100_000} {
 						b.Run(keysName(keys), func(b *testing.B) {
-							for _, c := range be.contenders {
+							for _, c := range inTurn(b, be.contenders) {
 								b.Run(c.name, func(b *testing.B) {
 									m := matrixMode{deny: deny, keys: keys, addr: addr}
 									step := c.setup(b, m)
@@ -90,6 +92,28 @@ func BenchmarkMatrix(b *testing.B) {
 			}
 		})
 	}
+}
+
+// inTurn is contenders in the order of this round: SLUICE_MATRIX_ROUND
+// "i/n" (make bench-table sets it) starts round i of n at contender
+// (i-1)·len/n and wraps around, so that over the rounds each contender runs
+// early and late in a cell. Whatever a position costs (the benchmark before
+// it, the server's state, a machine that drifts over a minute) then weighs
+// on every contender alike, not always on the first. Unset, the order is
+// the listed one.
+func inTurn(tb testing.TB, contenders []contender) []contender {
+	v := os.Getenv("SLUICE_MATRIX_ROUND")
+	if v == "" {
+		return contenders
+	}
+	is, ns, ok := strings.Cut(v, "/")
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		tb.Fatalf("SLUICE_MATRIX_ROUND=%q: want i/n with 1 ≤ i ≤ n", v)
+	}
+	k := (i - 1) * len(contenders) / n
+	return append(slices.Clip(contenders[k:]), contenders[:k]...)
 }
 
 func keysName(n int) string {
@@ -442,5 +466,31 @@ func TestMatrixBodies(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestInTurn: each round runs every contender once, and over the rounds
+// Sluice does not always go first.
+func TestInTurn(t *testing.T) {
+	const rounds = 3
+	firsts := map[string]bool{}
+	for i := 1; i <= rounds; i++ {
+		t.Setenv("SLUICE_MATRIX_ROUND", fmt.Sprintf("%d/%d", i, rounds))
+		got := inTurn(t, redisContenders)
+		names := map[string]bool{}
+		for _, c := range got {
+			names[c.name] = true
+		}
+		if len(got) != len(redisContenders) || len(names) != len(redisContenders) {
+			t.Fatalf("round %d: %d contenders, %d distinct; want each of %d once", i, len(got), len(names), len(redisContenders))
+		}
+		firsts[got[0].name] = true
+	}
+	if len(firsts) != rounds {
+		t.Errorf("%d rounds began with %d distinct contenders: %v", rounds, len(firsts), firsts)
+	}
+	t.Setenv("SLUICE_MATRIX_ROUND", "")
+	if got := inTurn(t, redisContenders); got[0].name != redisContenders[0].name {
+		t.Errorf("unset, the order begins with %s", got[0].name)
 	}
 }
