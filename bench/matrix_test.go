@@ -47,7 +47,7 @@ import (
 // (each goroutine from a random offset), so that a decision is rarely a
 // cache hit in the store. Before the clock starts, each key is decided once
 // in a random order of its own (see visit). Each contender has clients of
-// its own.
+// its own, and a cell's contenders run in the order of the round (inTurn).
 //
 // In process: sluice (core.Limiter over store/memory), x/time/rate (one
 // limiter, or a map of them under a mutex for many keys), sethvargo/go-limiter
