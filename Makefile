@@ -48,10 +48,11 @@ bench-in-env:
 
 # The README's side-by-side table: ROUNDS runs of bench's BenchmarkMatrix, one
 # after another so that the rounds interleave, each round with the contenders
-# of a cell in an order of its own (SLUICE_MATRIX_ROUND), reduced by bench/cmd/benchtable
-# to each peer's ns/op over Sluice's, the median of the rounds; then what one
-# decision costs the server and one key its memory (BenchmarkServerCost,
-# BenchmarkRedisBytesPerKey) and the memory store's heap per key.
+# of a cell in an order of its own (SLUICE_MATRIX_ROUND), reduced by
+# bench/cmd/benchtable to each peer's ns/op over Sluice's, the median of the
+# rounds; then what one decision costs the server and one key its memory
+# (BenchmarkServerCost, BenchmarkRedisBytesPerKey) and the memory store's heap
+# per key.
 ROUNDS ?= 5
 BENCHTIME ?= 1s
 bench-table: deps
