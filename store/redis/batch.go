@@ -32,7 +32,7 @@ func newBatcher(s *Store, poolSize int) *batcher {
 	one := func(ctx context.Context, c *call) { c.err = s.client.Process(ctx, c.cmd) }
 	many := func(ctx context.Context, cs []*call) {
 		if len(cs) == 1 {
-			cs[0].err = s.client.Process(ctx, cs[0].cmd)
+			one(ctx, cs[0])
 			return
 		}
 		pipe := s.client.Pipeline()

@@ -47,7 +47,7 @@ func newBatcher(c valkeygo.Client) *batcher {
 	one := func(ctx context.Context, v *vcall) { v.resp = c.Do(ctx, v.cmd) }
 	many := func(ctx context.Context, vs []*vcall) {
 		if len(vs) == 1 {
-			vs[0].resp = c.Do(ctx, vs[0].cmd)
+			one(ctx, vs[0])
 			return
 		}
 		p := cmdsPool.Get().(*[]valkeygo.Completed)
