@@ -127,6 +127,9 @@ func (b *Batcher[T]) Do(ctx context.Context, c *T) Outcome {
 	}
 }
 
+// Lanes returns how many round trips b keeps in flight at most.
+func (b *Batcher[T]) Lanes() int { return b.lanes }
+
 // Busy returns how many lanes are in use and how many calls wait, for
 // tests.
 func (b *Batcher[T]) Busy() (lanes, queued int) {

@@ -15,8 +15,7 @@ import (
 // re-sends anything: a command runs at most once, alone or in the one
 // pipeline that took it.
 type batcher struct {
-	lanes int
-	b     *batch.Batcher[call]
+	b *batch.Batcher[call]
 }
 
 // newBatcher returns the batcher of one node, whose client has poolSize
@@ -44,7 +43,7 @@ func newBatcher(s *Store, poolSize int) *batcher {
 			c.err = c.cmd.Err()
 		}
 	}
-	return &batcher{lanes: lanes, b: batch.New(lanes, s.opts.MaxBatch, func(c *call) *batch.Call { return &c.bc }, one, many)}
+	return &batcher{b: batch.New(lanes, s.opts.MaxBatch, func(c *call) *batch.Call { return &c.bc }, one, many)}
 }
 
 // poolSize is how many connections c keeps to one node, or 0 when its type

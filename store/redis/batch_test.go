@@ -263,7 +263,7 @@ func TestBatcherLanesCappedByPool(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	s := New(c, &Options{Pipelines: 16})
 	t.Cleanup(func() { _ = s.Close() })
-	if s.single.lanes != 3 {
-		t.Fatalf("%d lanes over a pool of 3 connections, want 3", s.single.lanes)
+	if n := s.single.b.Lanes(); n != 3 {
+		t.Fatalf("%d lanes over a pool of 3 connections, want 3", n)
 	}
 }
