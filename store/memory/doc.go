@@ -16,7 +16,12 @@
 // A Limiter's Allow takes a shorter road to the same place: the Store is a
 // inproc.Binder, so the Limiter binds once to its namespace and each decision
 // runs the step directly under the shard lock, with no Mutation to pool and
-// the namespace hashed once, not per call.
+// the namespace hashed once, not per call. On that road the steps of
+// package algorithm's six algorithms are called directly, by their types,
+// and any other algorithm through core.Algorithm: a call through the
+// interface goes by the method's wrapper and copies the Decision once more,
+// about 4.5 ns of a 75 ns decision (which is why this package imports
+// algorithm).
 // A Store is safe for concurrent use; distinct keys in distinct shards never
 // contend. A decision's time is read by the Limiter before the lock is
 // taken, so under contention a decision may come after one made at a later

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/inproc"
 	"github.com/sluicehq/sluice/store"
@@ -200,7 +201,30 @@ func (t *taker) TakeFields(identity string, alg core.Algorithm, now, n int64, p 
 		return false, false, 0, 0, 0, 0, 0, ErrClosed
 	}
 	sl, state := sh.open(sk, now)
-	next, ttl, d := alg.Step(state, now, n, p)
+	// The built-in steps are called directly, not through the interface:
+	// a call through it goes by the method's wrapper, a frame more, and
+	// copies the six-word Decision once more on the way back (4.5 ns of 75
+	// a decision serially on a hot key). Any other algorithm is called
+	// through the interface.
+	var next []byte
+	var ttl time.Duration
+	var d core.Decision
+	switch a := alg.(type) {
+	case algorithm.GCRA:
+		next, ttl, d = a.Step(state, now, n, p)
+	case algorithm.TokenBucket:
+		next, ttl, d = a.Step(state, now, n, p)
+	case algorithm.FixedWindow:
+		next, ttl, d = a.Step(state, now, n, p)
+	case algorithm.SlidingCounter:
+		next, ttl, d = a.Step(state, now, n, p)
+	case algorithm.LeakyBucket:
+		next, ttl, d = a.Step(state, now, n, p)
+	case algorithm.SlidingLog:
+		next, ttl, d = a.Step(state, now, n, p)
+	default:
+		next, ttl, d = alg.Step(state, now, n, p)
+	}
 	if next == nil {
 		// Nothing written: the front key's state may serve the next
 		// refusals without the lock.
