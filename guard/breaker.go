@@ -128,11 +128,12 @@ type Breaker struct {
 
 // NewBreaker returns a breaker around s. The store it hands out (Store)
 // implements exactly the optional interfaces s implements among
-// store.ScriptRunner, store.Deleter, store.Closer and store.ClockSkewer, so a
-// Limiter over it takes the same paths as over s. It never claims
+// store.ScriptRunner, store.MultiScriptRunner, store.Deleter, store.Closer
+// and store.ClockSkewer, so a Limiter or a core.Multi over it takes the same
+// paths as over s (the same keys, and the same refunds). It never claims
 // inproc.InProcess or inproc.Binder: a store without I/O needs no breaker.
-// Delete goes through the breaker; Close and ClockSkew do not (they are
-// not calls to the server that may fail for a time).
+// Scripts and Delete go through the breaker; Close and ClockSkew do not
+// (they are not calls to the server that may fail for a time).
 func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	var o BreakerOptions
 	if opts != nil {

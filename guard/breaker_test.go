@@ -320,9 +320,15 @@ type (
 		store.Store
 		store.ScriptRunner
 	}
+	multiScripty struct {
+		store.Store
+		store.ScriptRunner
+		store.MultiScriptRunner
+	}
 	full struct {
 		store.Store
 		store.ScriptRunner
+		store.MultiScriptRunner
 		store.Deleter
 		store.Closer
 		store.ClockSkewer
@@ -331,17 +337,22 @@ type (
 		store.Store
 		store.ClockSkewer
 	}
+	multiOnly struct {
+		store.Store
+		store.MultiScriptRunner
+	}
 )
 
 func TestBreakerClaimsOnlyTheWrappedInterfaces(t *testing.T) {
 	mem := memory.New(nil)
-	for _, s := range []store.Store{plain{mem}, scripty{Store: mem}, full{Store: mem, Deleter: mem, Closer: mem, ClockSkewer: mem}, skewOnly{mem, mem}, mem} {
+	for _, s := range []store.Store{plain{mem}, scripty{Store: mem}, multiScripty{Store: mem}, full{Store: mem, Deleter: mem, Closer: mem, ClockSkewer: mem}, skewOnly{mem, mem}, multiOnly{Store: mem}, mem} {
 		w := guard.NewBreaker(s, nil).Store()
 		for _, c := range []struct {
 			name       string
 			have, want bool
 		}{
 			{"ScriptRunner", is[store.ScriptRunner](w), is[store.ScriptRunner](s)},
+			{"MultiScriptRunner", is[store.MultiScriptRunner](w), is[store.MultiScriptRunner](s)},
 			{"Deleter", is[store.Deleter](w), is[store.Deleter](s)},
 			{"Closer", is[store.Closer](w), is[store.Closer](s)},
 			{"ClockSkewer", is[store.ClockSkewer](w), is[store.ClockSkewer](s)},
@@ -356,3 +367,45 @@ func TestBreakerClaimsOnlyTheWrappedInterfaces(t *testing.T) {
 }
 
 func is[I any](v any) bool { _, ok := v.(I); return ok }
+
+// multiFlaky is flaky with a multi-limit script runner that fails with it.
+type multiFlaky struct{ *flaky }
+
+func (f multiFlaky) RunMultiScript(ctx context.Context, _ *store.Script, keys []store.Key, _ []int64, reply []int64) ([]int64, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return reply, err
+	}
+	return append(reply, 1), nil
+}
+
+// The multi-limit script goes through the breaker: its failures open it,
+// and an open breaker refuses it without asking the store.
+func TestBreakerGuardsMultiScripts(t *testing.T) {
+	f := multiFlaky{newFlaky()}
+	br := guard.NewBreaker(f, nil)
+	r, ok := br.Store().(store.MultiScriptRunner)
+	if !ok {
+		t.Fatal("the breaker's store lost the multi-limit script runner")
+	}
+	keys := []store.Key{{Namespace: "n", Identity: "a"}}
+	f.set(errDown)
+	for range guard.DefaultConsecutiveFailures {
+		if _, err := r.RunMultiScript(context.Background(), nil, keys, nil, nil); !errors.Is(err, errDown) {
+			t.Fatalf("RunMultiScript: %v; want the store's error", err)
+		}
+	}
+	if br.State() != guard.Open {
+		t.Fatalf("state %v after %d failed multi-limit scripts, want open", br.State(), guard.DefaultConsecutiveFailures)
+	}
+	calls := f.calls.Load()
+	if _, err := r.RunMultiScript(context.Background(), nil, keys, nil, nil); !errors.Is(err, guard.ErrOpen) {
+		t.Fatalf("RunMultiScript with the breaker open: %v; want ErrOpen", err)
+	}
+	if f.calls.Load() != calls {
+		t.Fatal("an open breaker passed a multi-limit script to the store")
+	}
+}

@@ -7,9 +7,13 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// The store a Breaker hands out is one of sixteen types: the base (Update)
-// with each optional interface of the wrapped store, so that a type
-// assertion on it answers as it would on the wrapped store.
+// The store a Breaker hands out is one of thirty-two types: the base
+// (Update) with each optional interface of the wrapped store, so that a type
+// assertion on it answers as it would on the wrapped store, and a Limiter or
+// a Multi over it takes the paths it takes over the wrapped store. The types
+// and the switch that picks one are in wrap_gen.go, written by
+// TestWrapTypesAreGenerated (go test ./guard -run TestWrapTypesAreGenerated
+// -update): one more optional interface there is one more line here.
 
 type base struct {
 	b *Breaker
@@ -43,6 +47,22 @@ func (w runner) RunScript(ctx context.Context, s *store.Script, key store.Key, a
 	return r, err
 }
 
+type multiRunner struct {
+	b *Breaker
+	m store.MultiScriptRunner
+}
+
+func (w multiRunner) RunMultiScript(ctx context.Context, s *store.Script, keys []store.Key, args []int64, reply []int64) ([]int64, error) {
+	done, err := w.b.cb.Allow()
+	if err != nil {
+		return reply, errRefused
+	}
+	start := time.Now()
+	reply, err = w.m.RunMultiScript(ctx, s, keys, args, reply)
+	done(w.b.outcome(ctx, err, start))
+	return reply, err
+}
+
 type deleter struct {
 	b *Breaker
 	d store.Deleter
@@ -67,147 +87,18 @@ type skewer struct{ k store.ClockSkewer }
 
 func (w skewer) ClockSkew() time.Duration { return w.k.ClockSkew() }
 
-type store0 struct {
-	base
-}
-
-type storeR struct {
-	base
-	runner
-}
-
-type storeD struct {
-	base
-	deleter
-}
-
-type storeRD struct {
-	base
-	runner
-	deleter
-}
-
-type storeC struct {
-	base
-	closer
-}
-
-type storeRC struct {
-	base
-	runner
-	closer
-}
-
-type storeDC struct {
-	base
-	deleter
-	closer
-}
-
-type storeRDC struct {
-	base
-	runner
-	deleter
-	closer
-}
-
-type storeK struct {
-	base
-	skewer
-}
-
-type storeRK struct {
-	base
-	runner
-	skewer
-}
-
-type storeDK struct {
-	base
-	deleter
-	skewer
-}
-
-type storeRDK struct {
-	base
-	runner
-	deleter
-	skewer
-}
-
-type storeCK struct {
-	base
-	closer
-	skewer
-}
-
-type storeRCK struct {
-	base
-	runner
-	closer
-	skewer
-}
-
-type storeDCK struct {
-	base
-	deleter
-	closer
-	skewer
-}
-
-type storeRDCK struct {
-	base
-	runner
-	deleter
-	closer
-	skewer
-}
-
 // wrap returns s behind b, as the type with s's optional interfaces.
 func wrap(b *Breaker, s store.Store) store.Store {
 	r, hasR := s.(store.ScriptRunner)
 	d, hasD := s.(store.Deleter)
 	c, hasC := s.(store.Closer)
 	k, hasK := s.(store.ClockSkewer)
+	m, hasM := s.(store.MultiScriptRunner)
 	mask := 0
-	for i, has := range [4]bool{hasR, hasD, hasC, hasK} {
+	for i, has := range [...]bool{hasR, hasD, hasC, hasK, hasM} {
 		if has {
 			mask |= 1 << i
 		}
 	}
-	w := base{b, s}
-	switch mask {
-	case 0:
-		return store0{w}
-	case 1:
-		return storeR{w, runner{b, r}}
-	case 2:
-		return storeD{w, deleter{b, d}}
-	case 3:
-		return storeRD{w, runner{b, r}, deleter{b, d}}
-	case 4:
-		return storeC{w, closer{c}}
-	case 5:
-		return storeRC{w, runner{b, r}, closer{c}}
-	case 6:
-		return storeDC{w, deleter{b, d}, closer{c}}
-	case 7:
-		return storeRDC{w, runner{b, r}, deleter{b, d}, closer{c}}
-	case 8:
-		return storeK{w, skewer{k}}
-	case 9:
-		return storeRK{w, runner{b, r}, skewer{k}}
-	case 10:
-		return storeDK{w, deleter{b, d}, skewer{k}}
-	case 11:
-		return storeRDK{w, runner{b, r}, deleter{b, d}, skewer{k}}
-	case 12:
-		return storeCK{w, closer{c}, skewer{k}}
-	case 13:
-		return storeRCK{w, runner{b, r}, closer{c}, skewer{k}}
-	case 14:
-		return storeDCK{w, deleter{b, d}, closer{c}, skewer{k}}
-	default:
-		return storeRDCK{w, runner{b, r}, deleter{b, d}, closer{c}, skewer{k}}
-	}
+	return wrapAs(mask, base{b, s}, runner{b, r}, deleter{b, d}, closer{c}, skewer{k}, multiRunner{b, m})
 }
