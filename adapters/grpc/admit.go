@@ -67,12 +67,35 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 			a.done()
 		}
 	}()
+	// The receipts of the rate layers charged so far: refunded when a
+	// later layer refuses or cannot decide (unless Config.NoRefund).
+	var receiptBuf [4]*core.Receipt
+	var receiptOut [4]int // the index in outs of each receipt's layer
+	receipts := receiptBuf[:0]
+	refund := func() {
+		// The client may be gone; the refund still runs, under the
+		// limiters' own deadlines.
+		rctx := context.WithoutCancel(ctx)
+		for j, rc := range receipts {
+			k, _ := rc.Refund(rctx, rc.N())
+			if j < len(receiptOut) && k > 0 {
+				// What the layer has now: its remaining units, and the
+				// retry delay, which no longer waits for a layer that got
+				// its units back.
+				o := &outs[receiptOut[j]]
+				o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
+			}
+		}
+	}
 	var delay time.Duration
 	for i := range p.layers {
 		l := &p.layers[i]
 		id := l.identity(c)
 		var d core.Decision
 		n := l.weight
+		// Only a layer with another after it can be refused after it
+		// admitted: the last one needs no receipt.
+		keep := p.refund && i < len(p.layers)-1
 		if l.leaser {
 			var lease *core.Lease
 			lease, d, err = l.lim.Acquire(ctx, id)
@@ -86,18 +109,32 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 		} else {
 			if l.cost != nil {
 				if n = max(l.cost(c), 1); n > l.quota {
+					refund()
 					p.refuseFields(out, p.fields(outs))
 					return nil, tooCostly(c, l, n)
 				}
 			}
-			d, err = l.lim.AllowN(ctx, id, n)
+			if keep {
+				var rc *core.Receipt
+				d, rc, err = l.lim.Charge(ctx, id, n)
+				if rc != nil {
+					if len(receipts) < len(receiptOut) {
+						receiptOut[len(receipts)] = len(outs)
+					}
+					receipts = append(receipts, rc)
+				}
+			} else {
+				d, err = l.lim.AllowN(ctx, id, n)
+			}
 		}
 		if err != nil {
+			refund()
 			p.refuseFields(out, p.fields(outs))
 			return nil, failure(ctx, c, l, err)
 		}
 		outs = append(outs, outcome{layer: l, d: d, n: n})
 		if !d.Allowed {
+			refund()
 			wait := retryDelay(outs)
 			md := p.fields(outs)
 			md[MetadataRetryAfter] = []string{strconv.FormatInt(max(seconds(wait), 1), 10)}
@@ -108,6 +145,7 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 	}
 	_ = out.SetHeader(p.fields(outs))
 	if delay > 0 && !sleep(ctx, delay) {
+		refund()
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	admitted = true

@@ -19,12 +19,20 @@ type Config struct {
 	// Layers are the limits every call must pass, in order; at least one.
 	// A call is admitted only if every layer admits it. Evaluation stops at
 	// the first layer that refuses it or cannot decide: the layers after it
-	// are not charged. Units already taken by earlier rate layers stay
-	// taken (core has no refund, and a refund racing other instances could
-	// over-admit); leases already taken by earlier concurrency layers are
-	// released at once. Put the coarse layers first and the concurrency
-	// layer last, so a lease is never held for a call that is refused.
+	// are not charged. The units earlier rate layers took for the call are
+	// refunded (core.Receipt: never more than they took, never into another
+	// window), unless NoRefund; leases already taken by earlier concurrency
+	// layers are released at once. Put the coarse layers first and the
+	// concurrency layer last, so a lease is never held for a call that is
+	// refused.
 	Layers []Layer
+
+	// NoRefund keeps the units that earlier rate layers took for a call a
+	// later layer refused (or could not decide), so that refused calls
+	// still spend the quota of the earlier layers' identities. The default
+	// refunds, as the HTTP policy does: a refund costs one store call per
+	// earlier layer, on a refusal only.
+	NoRefund bool
 
 	// SkipMethods are methods that are never limited (health checks,
 	// reflection) and get no rate-limit fields. An entry is a full method
@@ -103,6 +111,7 @@ const (
 // UnaryServerInterceptor and StreamServerInterceptor serve it.
 type Policy struct {
 	layers      []layer
+	refund      bool   // refund earlier layers' units on a refusal
 	policyField string // the ratelimit-policy value: constant for a Policy
 	skipExact   map[string]struct{}
 	skipService []string
@@ -134,7 +143,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	if len(cfg.Layers) == 0 {
 		return nil, errors.New("sluicegrpc: Config.Layers is empty: at least one limit is needed")
 	}
-	p := &Policy{skip: cfg.Skip}
+	p := &Policy{skip: cfg.Skip, refund: !cfg.NoRefund}
 	names := make(map[string]bool, len(cfg.Layers))
 	var field strings.Builder
 	for i, l := range cfg.Layers {

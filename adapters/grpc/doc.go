@@ -59,9 +59,10 @@
 //
 // A call must pass every layer, in order, with the HTTP policy's rules:
 // evaluation stops at the first layer that refuses it (or cannot decide),
-// units already taken by earlier rate layers stay taken, and leases
-// already taken by earlier concurrency layers are released at once. Put
-// the coarse layers first and a concurrency layer last.
+// the units earlier rate layers took for it are refunded (core.Receipt;
+// Config.NoRefund keeps them), and leases already taken by earlier
+// concurrency layers are released at once. Put the coarse layers first and
+// a concurrency layer last.
 //
 // A stream is charged once, when it opens, whatever the number of messages
 // it carries. A concurrency layer (an algorithm that holds leases, via
@@ -85,7 +86,10 @@
 // whole number of seconds; a bucket's burst, when it differs from its
 // rate, as sluice-burst); r is Decision.Remaining and t is
 // Decision.ResetAfter rounded up to whole seconds, from the very decision
-// that admitted or refused the call. A decision the failure policy made
+// that admitted or refused the call; a layer whose units were refunded
+// (a later layer refused the call) shows r with the units its refund gave
+// back, and the decision's t, which a refund can only make later than the
+// key's reset, never earlier. A decision the failure policy made
 // (Degraded) gets no ratelimit item.
 //
 // A refused call gets codes.ResourceExhausted, its handler never runs, and
@@ -93,7 +97,7 @@
 // retry_delay is the honest wait — the longest over every layer the retry
 // could not pass now, computed as the HTTP policy computes Retry-After
 // (the refusing layer's RetryAfter, and the reset of each earlier rate
-// layer that kept fewer units than the call costs), but exact to the
+// layer that kept fewer units than the call costs, after its refund), but exact to the
 // microsecond instead of rounded to seconds — and a google.rpc.QuotaFailure
 // whose violation subject is the refusing policy's name. The ratelimit and
 // ratelimit-policy fields, and retry-after (the same wait in whole seconds,

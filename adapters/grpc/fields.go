@@ -46,7 +46,8 @@ func retryDelay(outs []outcome) time.Duration {
 
 // fields returns the ratelimit-policy and ratelimit metadata from the
 // decisions that were made for this call: the same decisions that admitted
-// or refused it, never a second read. A Degraded decision gets no ratelimit
+// or refused it, never a second read (a refunded layer's Remaining has its
+// refund added: see refund in admit). A Degraded decision gets no ratelimit
 // item: fail open knows nothing about the quota, and a fallback limiter's
 // counts are not the fleet's. Each t is its layer's own reset.
 func (p *Policy) fields(outs []outcome) metadata.MD {

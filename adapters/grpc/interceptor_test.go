@@ -20,14 +20,15 @@ import (
 
 // The retry delay is the longest wait over every layer the retry could not
 // pass now: a per-second layer refuses, but the per-minute layer before it
-// has no unit left either, so the call must wait for that one.
+// has no unit left either, so the call must wait for that one. (NoRefund:
+// a refund would give the minute layer its unit back.)
 func TestRetryDelayCoversEveryLayer(t *testing.T) {
 	clk := core.NewManualClock(epoch.Add(10 * time.Second))
 	st := memStore(t, clk)
 	minute := newLimiter(t, core.Config{Policy: core.Policy{Name: "minute", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk})
 	second := newLimiter(t, core.Config{Policy: core.Policy{Name: "second", Limit: 1, Window: time.Second}, Algorithm: algorithm.GCRA{}, Store: st, Clock: clk})
 	svc := &service{}
-	c := servePolicy(t, svc, sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: minute}, {Limiter: second}}}))
+	c := servePolicy(t, svc, sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: minute}, {Limiter: second}}, NoRefund: true}))
 
 	r := unary(t, c, callCtx(t), nil)
 	if r.err != nil {
@@ -79,6 +80,56 @@ func TestRetryDelayCoversEveryLayer(t *testing.T) {
 	}
 	if got := svc.unaryRuns.Load(); got != 2 {
 		t.Errorf("handler ran %d times, want 2", got)
+	}
+}
+
+// A call a later layer refuses gives the earlier layers their units back,
+// as the HTTP policy does: a client refused per user keeps the quota of
+// the address it shares. NoRefund keeps the units taken. The retry delay
+// then waits only for the refusing layer.
+func TestRefusalRefundsEarlierLayers(t *testing.T) {
+	for _, c := range []struct {
+		noRefund bool
+		ipLeft   string // the ip layer's item after one admission and three refusals
+		retry    time.Duration
+	}{
+		{false, `"ip";r=9;t=60, "user";r=0;t=60`, 60 * time.Second},
+		{true, `"ip";r=6;t=60, "user";r=0;t=60`, 60 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("NoRefund=%v", c.noRefund), func(t *testing.T) {
+			clk := core.NewManualClock(epoch)
+			st := memStore(t, clk)
+			ip := newLimiter(t, core.Config{Policy: core.Policy{Name: "ip", Limit: 10, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk})
+			user := newLimiter(t, core.Config{Policy: core.Policy{Name: "user", Limit: 1, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk})
+			svc := &service{}
+			tenant := func(*sluicegrpc.Call) string { return "tenant" }
+			cl := servePolicy(t, svc, sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: ip, Key: tenant}, {Limiter: user}}, NoRefund: c.noRefund}))
+			if r := unary(t, cl, callCtx(t), nil); r.err != nil {
+				t.Fatal(r.err)
+			}
+			var r reply
+			for range 3 {
+				if r = unary(t, cl, callCtx(t), nil); r.code() != codes.ResourceExhausted {
+					t.Fatalf("%v, want ResourceExhausted", r.err)
+				}
+			}
+			if got := one(r.trailer, sluicegrpc.MetadataRateLimit); got != c.ipLeft {
+				t.Errorf("ratelimit %q, want %q", got, c.ipLeft)
+			}
+			if ri, ok := r.retryInfo(); !ok || ri != c.retry {
+				t.Errorf("RetryInfo %v (present %v), want %v", ri, ok, c.retry)
+			}
+			// What the store holds, read by a decision of its own: 10
+			// less the units kept.
+			d, err := ip.Allow(context.Background(), "k:tenant") // a KeyFunc's identity
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := map[bool]int64{false: 8, true: 5}[c.noRefund]
+			if !d.Allowed || d.Remaining != left {
+				t.Errorf("the ip layer's next decision %+v, want admitted with %d left", d, left)
+			}
+		})
 	}
 }
 

@@ -88,7 +88,11 @@
 // whole number of seconds; a bucket's burst, when it differs from its
 // rate, as sluice-burst); r is Decision.Remaining and t is
 // Decision.ResetAfter rounded up to whole seconds, from the very decision
-// that admitted or refused the request — never a second read. A decision
+// that admitted or refused the request — never a second read. One
+// exception: a layer whose units were refunded, because a later layer
+// refused the request, shows r with the units its refund gave back (what
+// it has now); its t stays the decision's, which a refund can only make
+// later than the key's reset, never earlier. A decision
 // the failure policy made (Degraded) gets no RateLimit item: nothing is
 // known about the quota. The legacy X-RateLimit-Limit, -Remaining and
 // -Reset (delta seconds) describe the most constrained layer and are

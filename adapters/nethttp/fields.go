@@ -60,7 +60,8 @@ func retryAfter(outs []outcome) int64 {
 
 // writeFields adds RateLimit-Policy and RateLimit (and the legacy trio when
 // enabled) from the decisions that were made for this request: the same
-// decisions that admitted or refused it, never a second read. A Degraded
+// decisions that admitted or refused it, never a second read (a refunded
+// layer's Remaining has its refund added: see refund in admit). A Degraded
 // decision gets no RateLimit item: fail open knows nothing about the
 // quota, and a fallback limiter's counts are not the fleet's. Each t is
 // its layer's own reset, also on a 429: Retry-After (see retryAfter) is
