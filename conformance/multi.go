@@ -92,6 +92,18 @@ func (e *env) multi(t testing.TB, s store.Store, clock core.Clock) *core.Multi {
 	return m
 }
 
+// forgetMulti deletes id's state under every limit of ls when the test
+// ends, if the store can delete (core.Multi.Reset): a run against a live
+// server leaves no keys behind.
+func forgetMulti(t testing.TB, e *env, id string, ls *core.Limits) {
+	m := e.multi(t, e.stores[0], nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_ = m.Reset(ctx, id, ls)
+	})
+}
+
 // decider is one instance's multi-limit decision: whether n units for id
 // are admitted under every limit of ls, and how many limit states it
 // reported.
@@ -178,6 +190,7 @@ func checkMultiAdmission(t testing.TB, e *env, bind int, fleetOf func(testing.TB
 	for _, n := range []int64{1, 3} {
 		fleet := fleetOf(t, e, core.NewManualClock(epoch))
 		id := fmt.Sprintf("%s#n%d#%d", t.Name(), n, time.Now().UnixNano())
+		forgetMulti(t, e, id, ls)
 		calls := concurrentCalls / int(n)
 		got, decided := hammerMulti(t, fleet, id, ls, n, calls)
 		want := multiModel(limits, epoch, n, decided)
@@ -214,6 +227,7 @@ func checkMultiNoClock(t testing.TB, e *env) {
 	ls := core.MustLimits(limits...)
 	fleet := multiFleet(t, e, nil)
 	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
+	forgetMulti(t, e, id, ls)
 	got, decided := hammerMulti(t, fleet, id, ls, 1, concurrentCalls)
 	if q := ls.Quota(); int64(got) > q {
 		t.Errorf("%s: OVER-ADMISSION: %d of %d admitted with no Clock; the smallest quota is %d", e.alg.Name(), got, decided, q)
@@ -254,6 +268,7 @@ func checkMultiRefunds(t testing.TB, e *env) {
 		exact = exact && rf && (rs || !e.script)
 	}
 	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
+	forgetMulti(t, e, id, ls)
 	var mu sync.Mutex
 	var admittedN, refundedN int64
 	var other []string

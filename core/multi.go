@@ -302,6 +302,35 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 	return d, states, at, err
 }
 
+// Reset deletes identity's state under every limit of limits, so that its
+// next request meets fresh quotas. It deletes the keys of both paths (one
+// per limit on a script store, the one item on any other), so it resets
+// whichever path wrote them. It returns ErrUnsupported when the store
+// cannot delete, and an *InputError (ErrInvalidInput) for an empty
+// identity or nil limits; a failed delete is the store's error, after the
+// other keys were tried.
+func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) error {
+	switch {
+	case identity == "":
+		return &InputError{Arg: "key", Reason: "is empty"}
+	case limits == nil:
+		return &InputError{Arg: "limits", Reason: "is nil"}
+	}
+	d, ok := m.cfg.Store.(store.Deleter)
+	if !ok {
+		return fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
+	}
+	ctx, cancel := m.deadline(ctx)
+	defer cancel()
+	err := d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})
+	for _, ns := range m.namespaces(limits) {
+		if e := d.Delete(ctx, store.Key{Namespace: ns, Identity: identity}); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
 func (m *Multi) observe(d Decision, err error, start time.Time) {
 	if m.cfg.Observer == nil {
 		return

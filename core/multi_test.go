@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -161,5 +162,48 @@ func TestMultiBadInput(t *testing.T) {
 		if _, err := core.NewLimits(bad...); !errors.Is(err, core.ErrInvalidPolicy) {
 			t.Errorf("NewLimits(%v): %v, want ErrInvalidPolicy", bad, err)
 		}
+	}
+}
+
+// Reset deletes an identity's state under every limit, so its next request
+// meets fresh quotas; another identity keeps its own.
+func TestMultiReset(t *testing.T) {
+	ctx := context.Background()
+	m := newMulti(t, core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 30, 0, time.UTC)))
+	ls := core.MustLimits(
+		core.Limit{Policy: core.PerMinute("minute", 2), Algorithm: algorithm.FixedWindow{}},
+		core.Limit{Policy: core.Policy{Name: "day", Limit: 3, Window: 24 * time.Hour}, Algorithm: algorithm.GCRA{}},
+	)
+	for _, id := range []string{"tenant", "other"} {
+		for range 2 {
+			if d, _, err := m.Allow(ctx, id, ls, nil); err != nil || !d.Allowed {
+				t.Fatalf("%s: %+v, %v; want admitted", id, d, err)
+			}
+		}
+	}
+	if err := m.Reset(ctx, "tenant", ls); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	for range 2 {
+		if d, _, err := m.Allow(ctx, "tenant", ls, nil); err != nil || !d.Allowed {
+			t.Fatalf("after Reset: %+v, %v; want the full quota back", d, err)
+		}
+	}
+	if d, _, err := m.Allow(ctx, "other", ls, nil); err != nil || d.Allowed {
+		t.Fatalf("another identity after the Reset: %+v, %v; want still refused", d, err)
+	}
+
+	if err := m.Reset(ctx, "", ls); !errors.Is(err, core.ErrInvalidInput) {
+		t.Errorf(`Reset(""): %v; want ErrInvalidInput`, err)
+	}
+	if err := m.Reset(ctx, "tenant", nil); !errors.Is(err, core.ErrInvalidInput) {
+		t.Errorf("Reset(nil limits): %v; want ErrInvalidInput", err)
+	}
+	nodel, err := core.NewMulti(core.MultiConfig{Name: "api", Store: struct{ store.Store }{memory.New(nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodel.Reset(ctx, "tenant", ls); !errors.Is(err, core.ErrUnsupported) {
+		t.Errorf("Reset on a store that cannot delete: %v; want ErrUnsupported", err)
 	}
 }

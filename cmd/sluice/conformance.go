@@ -24,7 +24,9 @@ under concurrency, agreement with each algorithm's Go step, honest Retry-After,
 bad input rejected with nothing written, Reset) against a live store, without
 writing Go, and prints a pass/fail table per algorithm and path ("script" is
 the Lua twin run by a Redis or Valkey server, "generic" the read-modify-write
-every store has). It writes keys under its own random prefix and deletes them.`
+every store has). It writes keys under the prefix sluice-conformance, for
+identities of its own (the check's name and a random suffix), and deletes them
+at the end when the store can delete.`
 
 // childEnv carries the store to a re-executed copy of this binary, which runs
 // the suite under package testing (the suite reports through *testing.T).

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/cmd/sluice/internal/simulate"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -119,6 +121,28 @@ func TestConformanceRedis(t *testing.T) {
 	wantCode(t, code, exitOK, out, errOut)
 	if !strings.Contains(out, "script") || !strings.Contains(out, "generic") || !strings.Contains(out, "gcra") {
 		t.Fatalf("want gcra on both paths:\n%s", out)
+	}
+}
+
+// The command deletes the keys it wrote, the multi-limit checks' too. Its
+// own database of the server, so that no other test's keys are counted.
+func TestConformanceLeavesNoKeys(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	c := goredis.NewClient(&goredis.Options{Addr: addr, DB: 14})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	count := func() int {
+		keys, err := c.Keys(ctx, "sluice-conformance*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	before := count()
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr+"/14", "--run", "Multi|gcra")
+	wantCode(t, code, exitOK, out, errOut)
+	if n := count() - before; n > 0 {
+		t.Fatalf("the run left %d keys behind in the store", n)
 	}
 }
 

@@ -170,3 +170,34 @@ func BenchmarkMultiVsSingle(b *testing.B) {
 	b.ReportMetric(float64(tm)/float64(ts), "multi/single")
 	b.ReportMetric(float64(tm)/float64(t1m), "multi3/multi1")
 }
+
+// Reset deletes every limit's key of the multi-limit script.
+func TestMultiResetDeletesEveryLimitsKey(t *testing.T) {
+	ctx := ctxT(t)
+	c := userClient(t)
+	s := newStore(t, nil)
+	prefix := fmt.Sprintf("sluice-test-reset-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if keys, _ := c.Keys(context.Background(), prefix+":*").Result(); len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+	})
+	m, err := core.NewMulti(core.MultiConfig{Name: "mr", Store: s, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := threeLimits(t)
+	if d, _, err := m.Allow(ctx, "tenant", ls, nil); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v; want admitted", d, err)
+	}
+	keys, err := c.Keys(ctx, prefix+":*").Result()
+	if err != nil || len(keys) != ls.Len() {
+		t.Fatalf("after a decision: keys %v (%v); want one per limit", keys, err)
+	}
+	if err := m.Reset(ctx, "tenant", ls); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	if keys, err := c.Keys(ctx, prefix+":*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("after Reset: keys %v (%v); want none", keys, err)
+	}
+}
