@@ -31,9 +31,9 @@ import (
 // admission time, the count of its window). The Lua twin keeps all that the
 // step's decisions read of it, the start of that window and the count, as
 // one Redis integer, start + count − 1 (see lua/fixed-window.lua): MEMORY
-// USAGE on Redis 7.0 is 88 bytes for every policy with a standard key of up
-// to 44 bytes (the default prefix and a policy name of up to 12
-// characters), 104 with a key of 45 to 60 bytes.
+// USAGE on Redis 7.0 is 72 bytes for a key of up to 30 bytes (the default
+// prefix and a policy name of up to 4 characters), 88 for 31 to 44 (names
+// of 5 to 18 characters) and 104 for 45 to 60 (names of 19 to 34).
 //
 // The twin decides exactly as Step for every sequence of calls under one
 // Window, whatever the Limit of each. A key written under another Window (a

@@ -42,10 +42,11 @@ import (
 //
 // Memory per key: the Go state is 9 bytes (a version byte, TAT in µs as an
 // int64). The Lua twin keeps one Redis string, TAT in decimal, which Redis
-// stores as an integer. MEMORY USAGE is then 88 bytes for a key of up to 44 bytes
-// (for example the prefix "rl" and a policy name of up to 6 characters), 104
-// for a key of 45 to 60 bytes (the default prefix and a policy name of 3 to
-// 18 characters): the value takes 16 bytes, the rest is the key's name.
+// stores as an integer. MEMORY USAGE on Redis 7.0 is then 72 bytes for a
+// key of up to 30 bytes (the default prefix and a policy name of up to 4
+// characters), 88 for 31 to 44 (names of 5 to 18 characters) and 104 for
+// 45 to 60 (names of 19 to 34): the value takes 16 bytes, the rest is the
+// key's name.
 // The Go and Lua forms of the state do not mix on one key.
 //
 // Decision: Remaining is ⌊(now + B·T − TAT)/T⌋ (B after a quiet period);

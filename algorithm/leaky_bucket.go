@@ -49,8 +49,8 @@ import (
 //
 // Memory per key: the Go state is 9 bytes (a version byte, drain in µs as
 // an int64). The Lua twin keeps one Redis string, drain in decimal, which
-// Redis stores as an integer: MEMORY USAGE as for GCRA (88 bytes for a key
-// of up to 44 bytes, 104 for 45 to 60). The Go and Lua forms of the state
+// Redis stores as an integer: MEMORY USAGE as for GCRA (72 bytes for a key
+// of up to 30 bytes, 88 for 31 to 44, 104 for 45 to 60). The Go and Lua forms of the state
 // do not mix on one key.
 //
 // Decision: Remaining is how many units one more request could take now

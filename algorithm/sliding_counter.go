@@ -41,12 +41,13 @@ import (
 // cur, and ⌊prev·elapsed/W⌋ at that admission (see lua/sliding-counter.lua).
 // While prev and cur are below R = ⌊∛(1000·W)⌋, W in µs (R is 100 for 1 ms,
 // 1000 for 1 s, 3914 for 1 min, 15326 for 1 h), and so always when Limit is
-// below R, that is one Redis integer: MEMORY USAGE on Redis 7.0 is 88 bytes
-// with a standard key of up to 44 bytes (the default prefix and a policy
-// name of up to 12 characters). Past R it is a string
-// "<µs>:<prev>:<cur>" of at most 38 bytes: 120 bytes with such a key while
-// the two counts have at most ten digits between them, 136 beyond. A key of
-// 45 to 60 bytes adds 16 bytes to each figure.
+// below R, that is one Redis integer: MEMORY USAGE on Redis 7.0 is 72 bytes
+// with a key of up to 30 bytes (the default prefix and a policy name of up
+// to 4 characters), 88 with one of 31 to 44 (names of 5 to 18). Past R it
+// is a string "<µs>:<prev>:<cur>" of at most 38 bytes: 120 bytes with a key
+// of 31 to 44 bytes while the two counts have at most ten digits between
+// them, 136 beyond. A key of up to 30 bytes takes 16 bytes from each
+// figure, one of 45 to 60 adds 16.
 //
 // The twin decides exactly as Step for every sequence of calls under one
 // Window, whatever the Limit of each. A key written under another Window (a

@@ -52,8 +52,8 @@ import (
 //
 // Memory per key: the Go state is 9 bytes (a version byte, F in µs as an
 // int64). The Lua twin is GCRA's (lua/gcra.lua): one Redis string, F in
-// decimal, which Redis stores as an integer, 88 bytes of MEMORY USAGE for
-// a key of up to 44 bytes, 104 for 45 to 60. The Go and Lua forms of the
+// decimal, which Redis stores as an integer, 72 bytes of MEMORY USAGE for
+// a key of up to 30 bytes, 88 for 31 to 44, 104 for 45 to 60. The Go and Lua forms of the
 // state do not mix on one key. In Go a GCRA state and a token bucket state
 // read as absent to each other (the version byte); in Redis they are one
 // number, which either twin reads as its own (a key names its policy, and

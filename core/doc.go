@@ -36,10 +36,11 @@
 //
 // # Keys
 //
-// A store key is "<prefix>:<policy>:{<hash>}", where <hash> is the first 16
-// bytes of the SHA-256 of the identity, in unpadded base64url (22
-// characters; hex would make every key ten bytes longer, and in Redis the
-// key's name is most of what a counter costs). An attacker who chooses the
+// A store key is "<prefix>:<policy>:{<hash>}", where <hash> is the first 12
+// bytes (store.HashBytes) of the SHA-256 of the identity, in unpadded
+// base64url (16 characters, store.HashLen; hex would make every key eight
+// bytes longer, and in Redis the key's name is most of what a counter
+// costs). An attacker who chooses the
 // identity can neither grow the key nor inject separators, and the braces are
 // a Redis Cluster hash tag: every key of one identity lands in one slot.
 package core

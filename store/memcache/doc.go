@@ -143,8 +143,9 @@
 //
 // Memcached takes keys of at most 250 bytes (MaxKeyLen) with no space or
 // control character. The key is store.Key.String(),
-// "<prefix>:<policy>:{<22 base64url>}", when it fits, as it does for any prefix of
-// up to 160 bytes of printable characters (core.New accepts at most 64). Otherwise (a longer prefix, or
+// "<prefix>:<policy>:{<16 base64url>}", when it fits, as it does for any
+// prefix of up to 166 bytes of printable characters (core.New accepts at
+// most 64). Otherwise (a longer prefix, or
 // one with a space, a control character or DEL) the namespace
 // "<prefix>:<policy>" is replaced by "#" and 32 hex digits of its SHA-256,
 // instead of failing every call: under core.FailOpen a refused key would
