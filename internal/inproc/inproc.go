@@ -44,6 +44,18 @@ type FieldTaker = interface {
 	TakeFields(identity string, alg core.Algorithm, now, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error)
 }
 
+// ClockedTaker is a FieldTaker that reads the decision's time itself, by
+// calling clock while it holds the key's lock; its results must be those
+// of TakeFields at that time. A Limiter whose step is clamped for clock
+// skew (one with a Clock of its own) calls it when its Taker has it: with
+// the time read before the lock, a decision could be stepped after one
+// that read the clock later, a step back of the clock that the clamp takes
+// for a clock behind, and corrects by giving units out again. (An alias,
+// as Taker is.)
+type ClockedTaker = interface {
+	TakeFieldsClocked(identity string, alg core.Algorithm, clock func() int64, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error)
+}
+
 // PeekCap is the longest state a Peeker is handed.
 const PeekCap = 24
 

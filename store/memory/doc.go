@@ -23,10 +23,15 @@
 // about 4.5 ns of a 75 ns decision (which is why this package imports
 // algorithm).
 // A Store is safe for concurrent use; distinct keys in distinct shards never
-// contend. A decision's time is read by the Limiter before the lock is
-// taken, so under contention a decision may come after one made at a later
-// time: a step back of the clock, which every algorithm must take in its
-// stride (core.Algorithm).
+// contend. A Limiter without a Clock of its own reads a decision's time
+// before the lock is taken, so under contention a decision may come after
+// one made at a later time: a step back of the clock, which every
+// algorithm must take in its stride (core.Algorithm). A Limiter with a
+// Clock clamps what it reads for clock skew, and the clamp would take that
+// step back for a clock behind and give units out again; so its time is
+// read under the lock (TakeFieldsClocked), as every Update's is (the
+// Limiter's and the Multi's mutations read their clocks again there:
+// inproc.Retimer).
 //
 // # Keys
 //

@@ -89,12 +89,6 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 // Close, with nothing written. ctx is not consulted: the call never waits
 // for anything but the shard lock.
 func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error {
-	var now int64
-	if t, ok := m.(inproc.Timed); ok {
-		now = t.Now()
-	} else {
-		now = s.now()
-	}
 	k := s.keys.hash(key)
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -103,6 +97,22 @@ func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error
 	defer sh.mu.Unlock()
 	if sh.closed {
 		return ErrClosed
+	}
+	// The decision's time is read under the lock (a Limiter's mutation
+	// reads its clock again: inproc.Retimer), so that the decisions of a
+	// shard step at times in the order they hold its lock. Read before it,
+	// a decision could take the lock after one that read the clock later:
+	// a step back of the clock, which a Limiter that clamps for clock skew
+	// (one with a Clock of its own; a Multi) would take for a clock behind,
+	// and pull the newer state back to it, giving its units out again.
+	var now int64
+	if t, ok := m.(inproc.Timed); ok {
+		if rt, ok := m.(inproc.Retimer); ok {
+			rt.Retime()
+		}
+		now = t.Now()
+	} else {
+		now = s.now()
 	}
 	sk := k.slot()
 	sl, state := sh.open(sk, now)
@@ -236,6 +246,31 @@ func (t *taker) TakeFields(identity string, alg core.Algorithm, now, n int64, p 
 		return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
 	}
 	sh.commit(sk, sl, now, next, ttl)
+	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
+}
+
+// TakeFieldsClocked is TakeFields with the decision's time read by clock
+// under the shard's lock (inproc.ClockedTaker), for a Limiter whose step
+// is clamped for clock skew (one with a Clock of its own). Read before the
+// lock, a decision could take it after one that read the clock later, and
+// the clamp would take that for a clock behind: it would pull the newer
+// state back to the earlier time and give its units out again. Under the
+// lock, the decisions of a shard step at times in the order they hold it.
+func (t *taker) TakeFieldsClocked(identity string, alg core.Algorithm, clock func() int64, n int64, p *core.Policy) (allowed, degraded bool, limit, remaining int64, retryAfter, resetAfter, delay time.Duration, err error) {
+	k := t.s.keys.identity(t.ns, identity)
+	sh := t.s.shard(k)
+	sk := k.slot()
+	sh.mu.Lock()
+	defer sh.mu.Unlock() // see Update
+	if sh.closed {
+		return false, false, 0, 0, 0, 0, 0, ErrClosed
+	}
+	now := clock()
+	sl, state := sh.open(sk, now)
+	next, ttl, d := alg.Step(state, now, n, p)
+	if next != nil {
+		sh.commit(sk, sl, now, next, ttl)
+	}
 	return d.Allowed, d.Degraded, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay, nil
 }
 
