@@ -79,6 +79,14 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *verbose {
 		_, _ = stdout.Write(out.Bytes())
 	}
+	if runErr != nil && bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) {
+		// The child's own deadline: its goroutine dump says nothing about
+		// the store.
+		if len(results) > 0 {
+			printTable(stdout, results)
+		}
+		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes a few seconds against a local redis-server", *timeout, len(results))
+	}
 	if len(results) == 0 {
 		_, _ = stderr.Write(out.Bytes())
 		return fmt.Errorf("the suite ran no check (%v)", runErr)

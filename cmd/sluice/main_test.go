@@ -124,6 +124,16 @@ func TestConformanceRedis(t *testing.T) {
 	}
 }
 
+// A suite that runs out of --timeout says so, names the flag, and dumps no
+// goroutines.
+func TestConformanceTimeout(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "memory", "--timeout", "50ms")
+	wantCode(t, code, exitFailed, out, errOut)
+	if !strings.Contains(errOut, "--timeout") || strings.Contains(errOut+out, "goroutine ") {
+		t.Fatalf("want a message naming --timeout and no goroutine dump\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
 // The command deletes the keys it wrote, the multi-limit checks' too. Its
 // own database of the server, so that no other test's keys are counted.
 func TestConformanceLeavesNoKeys(t *testing.T) {
