@@ -387,12 +387,19 @@ func (l *Limiter) inputError(identity string, n int64) error {
 // storeFailure classifies an error from the store. When the caller's own
 // context has ended, nobody waits for the answer: ctx.Err() is returned and
 // the failure policy is not asked (it would admit, or spend a fallback slot,
-// for a client that is gone). Anything else, the limiter's own deadline
-// included, is a *StoreError (matching ErrUnavailable) for the failure
-// policy.
+// for a client that is gone), whatever the store made of the deadline (a
+// client that sets it on its socket reports an i/o timeout, not the
+// context's error). Anything else, the limiter's own deadline included, is
+// a *StoreError (matching ErrUnavailable) for the failure policy. A
+// deadline that has passed counts as ended before its context says so: a
+// socket set to it times out at the same instant as the context's timer,
+// and may be first.
 func storeFailure(ctx context.Context, op string, err error) (_ error, callerGone bool) {
-	if ctx.Err() != nil && store.IsContextError(err) {
-		return ctx.Err(), true
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr, true
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded, true
 	}
 	if !errors.Is(err, ErrUnavailable) {
 		err = &store.Error{Op: op, Err: err}

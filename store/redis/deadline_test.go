@@ -169,3 +169,36 @@ func TestDeadlineStoppedCluster(t *testing.T) {
 	checkDeadline(t, s, false)
 	checkDeadline(t, s, true)
 }
+
+// TestDeadlineOfTheCaller: a caller whose own deadline, shorter than the
+// Limiter's, passes while a silent server holds the call gets ctx.Err():
+// nobody waits for the answer, so the failure policy is not asked (fail
+// open would admit a client that is gone).
+func TestDeadlineOfTheCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     *Options
+		noScript bool
+	}{
+		{"batched", nil, false},
+		{"direct", &Options{NoBatch: true}, false},
+		{"generic", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProxy(t, "")
+			c := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
+			t.Cleanup(func() { _ = c.Close() })
+			s := New(c, tc.opts)
+			t.Cleanup(func() { _ = s.Close() })
+			closed, open := deadlineLimiters(t, s, tc.noScript)
+			for _, l := range []*core.Limiter{closed, open} {
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout/10)
+				d, err := l.Allow(ctx, "who")
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
+					t.Errorf("%+v, %v; want the caller's context.DeadlineExceeded", d, err)
+				}
+			}
+		})
+	}
+}
