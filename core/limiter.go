@@ -478,17 +478,25 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if identity == "" {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}
-	d, ok := l.cfg.Store.(store.Deleter)
-	if !ok {
-		return fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
+	d, err := deleterOf(l.cfg.Store)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
-	err := d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
+	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
 	if l.deny != nil {
 		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back
 	}
 	return err
+}
+
+// deleterOf is s as a store.Deleter, or ErrUnsupported.
+func deleterOf(s store.Store) (store.Deleter, error) {
+	if d, ok := s.(store.Deleter); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
 }
 
 var mutationPool = sync.Pool{New: func() any { return new(mutation) }}

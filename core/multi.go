@@ -316,13 +316,13 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	case limits == nil:
 		return &InputError{Arg: "limits", Reason: "is nil"}
 	}
-	d, ok := m.cfg.Store.(store.Deleter)
-	if !ok {
-		return fmt.Errorf("%w: the store cannot delete keys", ErrUnsupported)
+	d, err := deleterOf(m.cfg.Store)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
-	err := d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})
+	err = d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})
 	for _, ns := range m.namespaces(limits) {
 		if e := d.Delete(ctx, store.Key{Namespace: ns, Identity: identity}); err == nil {
 			err = e

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -69,23 +70,15 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 	}()
 	// The receipts of the rate layers charged so far: refunded when a
 	// later layer refuses or cannot decide (unless Config.NoRefund).
-	var receiptBuf [4]*core.Receipt
-	var receiptOut [4]int // the index in outs of each receipt's layer
-	receipts := receiptBuf[:0]
+	var receipts receipts.Set
 	refund := func() {
-		// The client may be gone; the refund still runs, under the
-		// limiters' own deadlines.
-		rctx := context.WithoutCancel(ctx)
-		for j, rc := range receipts {
-			k, _ := rc.Refund(rctx, rc.N())
-			if j < len(receiptOut) && k > 0 {
-				// What the layer has now: its remaining units, and the
-				// retry delay, which no longer waits for a layer that got
-				// its units back.
-				o := &outs[receiptOut[j]]
-				o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
-			}
-		}
+		receipts.Refund(ctx, func(at int, k int64) {
+			// What the layer has now: its remaining units, and the retry
+			// delay, which no longer waits for a layer that got its units
+			// back.
+			o := &outs[at]
+			o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
+		})
 	}
 	var delay time.Duration
 	for i := range p.layers {
@@ -117,12 +110,7 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 			if keep {
 				var rc *core.Receipt
 				d, rc, err = l.lim.Charge(ctx, id, n)
-				if rc != nil {
-					if len(receipts) < len(receiptOut) {
-						receiptOut[len(receipts)] = len(outs)
-					}
-					receipts = append(receipts, rc)
-				}
+				receipts.Add(rc, len(outs))
 			} else {
 				d, err = l.lim.AllowN(ctx, id, n)
 			}

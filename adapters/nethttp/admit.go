@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -71,29 +72,17 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 	}()
 	// The receipts of the rate layers charged so far: refunded when a
 	// later layer refuses or cannot decide (unless Config.NoRefund).
-	var receiptBuf [4]*core.Receipt
-	var receiptOut [4]int // the index in outs of each receipt's layer
-	receipts := receiptBuf[:0]
+	var receipts receipts.Set
 	refund := func() {
-		if len(receipts) == 0 {
-			return
-		}
-		// The client may be gone; the refund still runs, under the
-		// limiters' own deadlines.
-		rctx := context.WithoutCancel(ctx)
-		for j, rc := range receipts {
-			k, _ := rc.Refund(rctx, rc.N())
-			if j < len(receiptOut) && k > 0 {
-				// What the layer has now: its fields, and Retry-After,
-				// which no longer waits for a layer that got its units
-				// back.
-				o := &outs[receiptOut[j]]
-				o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
-				for x := range o.states {
-					o.states[x].Remaining = min(o.states[x].Remaining+k, o.states[x].Limit)
-				}
+		receipts.Refund(ctx, func(at int, k int64) {
+			// What the layer has now: its fields, and Retry-After, which
+			// no longer waits for a layer that got its units back.
+			o := &outs[at]
+			o.d.Remaining = min(o.d.Remaining+k, o.d.Limit)
+			for x := range o.states {
+				o.states[x].Remaining = min(o.states[x].Remaining+k, o.states[x].Limit)
 			}
-		}
+		})
 	}
 	var delay time.Duration
 	for i := range p.layers {
@@ -111,12 +100,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 				refund()
 				return nil, false
 			}
-			if rc != nil {
-				if len(receipts) < len(receiptOut) {
-					receiptOut[len(receipts)] = len(outs)
-				}
-				receipts = append(receipts, rc)
-			}
+			receipts.Add(rc, len(outs))
 			outs = append(outs, o)
 			if !o.d.Allowed {
 				refund()
@@ -152,12 +136,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 			if keep {
 				var rc *core.Receipt
 				d, rc, err = l.lim.Charge(ctx, id, n)
-				if rc != nil {
-					if len(receipts) < len(receiptOut) {
-						receiptOut[len(receipts)] = len(outs)
-					}
-					receipts = append(receipts, rc)
-				}
+				receipts.Add(rc, len(outs))
 			} else {
 				d, err = l.lim.AllowN(ctx, id, n)
 			}

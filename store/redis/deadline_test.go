@@ -77,6 +77,13 @@ func checkDeadline(t *testing.T, s *Store, noScript bool) {
 // TestDeadlineSilentServer: a server that accepts connections and never
 // answers. The user's client has go-redis's defaults.
 func TestDeadlineSilentServer(t *testing.T) {
+	onSilentServer(t, checkDeadline)
+}
+
+// onSilentServer runs check on a store over a server that accepts
+// connections and never answers, for each of the store's paths: the
+// batcher, direct calls, and the generic read-modify-write.
+func onSilentServer(t *testing.T, check func(t *testing.T, s *Store, noScript bool)) {
 	for _, tc := range []struct {
 		name     string
 		opts     *Options
@@ -92,7 +99,7 @@ func TestDeadlineSilentServer(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			s := New(c, tc.opts)
 			t.Cleanup(func() { _ = s.Close() })
-			checkDeadline(t, s, tc.noScript)
+			check(t, s, tc.noScript)
 		})
 	}
 }
@@ -175,30 +182,15 @@ func TestDeadlineStoppedCluster(t *testing.T) {
 // nobody waits for the answer, so the failure policy is not asked (fail
 // open would admit a client that is gone).
 func TestDeadlineOfTheCaller(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		opts     *Options
-		noScript bool
-	}{
-		{"batched", nil, false},
-		{"direct", &Options{NoBatch: true}, false},
-		{"generic", nil, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newProxy(t, "")
-			c := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
-			t.Cleanup(func() { _ = c.Close() })
-			s := New(c, tc.opts)
-			t.Cleanup(func() { _ = s.Close() })
-			closed, open := deadlineLimiters(t, s, tc.noScript)
-			for _, l := range []*core.Limiter{closed, open} {
-				ctx, cancel := context.WithTimeout(context.Background(), callTimeout/10)
-				d, err := l.Allow(ctx, "who")
-				cancel()
-				if !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
-					t.Errorf("%+v, %v; want the caller's context.DeadlineExceeded", d, err)
-				}
+	onSilentServer(t, func(t *testing.T, s *Store, noScript bool) {
+		closed, open := deadlineLimiters(t, s, noScript)
+		for _, l := range []*core.Limiter{closed, open} {
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout/10)
+			d, err := l.Allow(ctx, "who")
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
+				t.Errorf("%+v, %v; want the caller's context.DeadlineExceeded", d, err)
 			}
-		})
-	}
+		}
+	})
 }

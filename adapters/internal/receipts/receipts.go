@@ -1,0 +1,56 @@
+// Package receipts keeps the receipts of the rate layers a door charged for
+// one request (core.Receipt), so that it can give their units back when a
+// later layer refuses the request or cannot decide: the HTTP and gRPC
+// doors' refunds.
+package receipts
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Set is the receipts of one request, each with the index of its layer's
+// outcome in the door's own list. The zero Set is empty and ready. It
+// holds four in arrays of its own, and no slice into them: a Set that
+// pointed into itself would escape to the heap, an allocation a request.
+type Set struct {
+	buf  [4]*core.Receipt
+	at   [4]int
+	n    int
+	more []*core.Receipt // beyond four, refunded but not credited
+}
+
+// Add keeps rc, the receipt of the layer whose outcome is at index at. A
+// nil rc (a layer that charged nothing) is ignored.
+func (s *Set) Add(rc *core.Receipt, at int) {
+	switch {
+	case rc == nil:
+	case s.n < len(s.buf):
+		s.buf[s.n], s.at[s.n] = rc, at
+		s.n++
+	default:
+		s.more = append(s.more, rc)
+	}
+}
+
+// Refund gives back every receipt's units and calls credit with each
+// layer's index and the units it got back, for the layer's fields. Only
+// the first four layers are credited: a request rarely has more, and a
+// layer that is not credited shows the remaining of its own decision,
+// which errs low. The client may be gone; the refunds still run, under
+// the limiters' own deadlines.
+func (s *Set) Refund(ctx context.Context, credit func(at int, k int64)) {
+	if s.n == 0 {
+		return
+	}
+	rctx := context.WithoutCancel(ctx)
+	for j, rc := range s.buf[:s.n] {
+		if k, _ := rc.Refund(rctx, rc.N()); k > 0 {
+			credit(s.at[j], k)
+		}
+	}
+	for _, rc := range s.more {
+		_, _ = rc.Refund(rctx, rc.N())
+	}
+}
