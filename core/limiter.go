@@ -304,7 +304,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	return l.settle(ctx, identity, n, d, err, start)
 }
 
-// allowClocked is AllowN's fast path for a Limiter whose Taker reads the
+// allowClocked decides AllowN for a Limiter whose Taker reads the
 // Limiter's Clock under the store's lock (clockedTaker).
 func (l *Limiter) allowClocked(ctx context.Context, identity string, n int64) (Decision, error) {
 	a, g, lim, rem, retry, reset, delay, err := l.clocked.TakeFieldsClocked(identity, l.step, l.clock, n, &l.p)
