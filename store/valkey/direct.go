@@ -119,7 +119,10 @@ func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valke
 
 // put takes back l after a command: idle again when it is sound and the
 // store open, given back to the client otherwise (and replaced, when it
-// failed).
+// failed). A lane that failed takes the idle ones with it: they talk to the
+// same server, and when it went away they died with it, so each would cost
+// a call an unknown outcome before the store learnt it. The maker dials
+// them again (and, while the server is gone, is refused at once).
 func (d *direct) put(l *lane, sound bool) {
 	d.mu.Lock()
 	if sound && !d.closed {
@@ -127,9 +130,17 @@ func (d *direct) put(l *lane, sound bool) {
 		d.mu.Unlock()
 		return
 	}
-	d.made--
+	gone := []*lane{l}
+	if !sound {
+		for len(d.free) > 0 {
+			gone = append(gone, <-d.free)
+		}
+	}
+	d.made -= len(gone)
 	d.mu.Unlock()
-	l.release()
+	for _, g := range gone {
+		g.release()
+	}
 	if !sound {
 		d.grow()
 	}

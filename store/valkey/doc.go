@@ -92,8 +92,11 @@
 // an Acquire among them (see core.Limiter.Acquire). The same holds for any
 // other Lua runtime error (it may come after the script wrote) and a reply
 // that is not six integers. The first call after a server went away may
-// still go out on the dead connection and is unknown; the calls after it
-// meet the refused dial.
+// still go out on a dead connection and is unknown. The store then drops
+// the other idle connections of its own, which died with the server, so
+// that after it at most one call for each of valkey-go's pipeline
+// connections (ClientOption.PipelineMultiplex: four by default, one at -1)
+// meets a dead one; the calls after those meet the refused dial.
 //
 // valkey-go itself never resends a script, as read in its v1.0.79 source:
 //

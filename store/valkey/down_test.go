@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // TestServerGone: once the server cannot be reached at all, a call fails
@@ -44,5 +46,53 @@ func TestServerGone(t *testing.T) {
 	t.Logf("with the server gone: %v", err)
 	if n := runs(t, direct, key); n != 1 {
 		t.Fatalf("the script ran %d times, want 1 (the warm-up)", n)
+	}
+}
+
+// TestServerKilled: a server that dies leaves every connection the store
+// holds dead. The first call meets one of them and has an unknown outcome;
+// the store then drops its other idle connections, which died with the
+// server, so that the calls after it are not sent down them one by one:
+// at most one more meets a dead connection (valkey-go's own), and the
+// rest are refused at the dial, with a known outcome.
+func TestServerKilled(t *testing.T) {
+	srv := startServer(t)
+	// One pipeline connection (PipelineMultiplex -1): valkey-go's default
+	// keeps four, each of which would meet the dead server once.
+	c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{srv.addr}, DisableCache: true, ForceSingleClient: true, PipelineMultiplex: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := valkey.New(c, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := core.New(core.Config{Policy: core.PerMinute("killed", 1000), Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm up until the store holds its dedicated connections.
+	for i := 0; valkey.IdleLanes(s) < 2; i++ {
+		if _, err := l.Allow(context.Background(), "who"); err != nil {
+			t.Fatal(err)
+		}
+		if i == 200 {
+			t.Fatalf("the store made %d dedicated connections in 200 calls", valkey.IdleLanes(s))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Stop()
+	unknown := 0
+	for i := range 20 {
+		_, err := l.Allow(context.Background(), "who")
+		if err == nil {
+			t.Fatalf("call %d succeeded with the server dead", i)
+		}
+		if !errors.Is(err, core.ErrOutcomeUnknown) {
+			break
+		}
+		unknown++
+	}
+	if unknown > 2 {
+		t.Fatalf("%d calls in a row had an unknown outcome after the server died; want at most 2", unknown)
 	}
 }

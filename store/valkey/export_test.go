@@ -21,3 +21,11 @@ func Batches(s *Store) int64 {
 	}
 	return s.direct.b.b.Batches()
 }
+
+// IdleLanes is how many dedicated connections s holds idle.
+func IdleLanes(s *Store) int {
+	if s.direct == nil || s.direct.free == nil {
+		return 0
+	}
+	return len(s.direct.free)
+}
