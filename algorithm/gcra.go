@@ -37,8 +37,10 @@ import (
 // assumes all of it): it is refused for at most s + n·T and has its whole
 // burst back within s + B·T, never an hour for a clock an hour fast. Each
 // handoff between the two time lines (a decision of one just after a write
-// of the other) credits up to ⌊X/T⌋ (reader ahead) or ⌊(X − s)/T⌋ (reader
-// behind) units not earned: at most B more per handoff.
+// of the other) credits a refill of up to X (reader ahead) or X − s
+// (reader behind) not earned: in an interval that holds it, up to ⌈X/T⌉
+// or ⌈(X − s)/T⌉ units more (one for any step back beyond s), at most B
+// more per handoff.
 //
 // Memory per key: the Go state is 9 bytes (a version byte, TAT in µs as an
 // int64). The Lua twin keeps one Redis string, TAT in decimal, which Redis

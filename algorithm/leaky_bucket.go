@@ -43,9 +43,9 @@ import (
 // (the clamp assumes the far clock's admissions owe all of it): it is
 // refused for at most s + n·T and has its whole Quota back within s + B·T
 // + M. Each handoff between the two time lines (a decision of one just
-// after a write of the other) drains up to ⌊X/T⌋ (reader ahead) or
-// ⌊(X − s)/T⌋ (reader behind) units not served: at most Quota more per
-// handoff.
+// after a write of the other) drains a queue of up to X (reader ahead) or
+// X − s (reader behind) not served: in an interval that holds it, up to
+// ⌈X/T⌉ or ⌈(X − s)/T⌉ units more, at most Quota more per handoff.
 //
 // Memory per key: the Go state is 9 bytes (a version byte, drain in µs as
 // an int64). The Lua twin keeps one Redis string, drain in decimal, which

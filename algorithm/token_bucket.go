@@ -46,9 +46,10 @@ import (
 // cannot tell how many of the far clock's tokens were taken, so the clamp
 // assumes all of them): it is refused for at most s + n·T and has its whole
 // bucket back within s + B·T. Each handoff between the two time lines (a
-// decision of one just after a write of the other) refills up to ⌊X/T⌋
-// (reader ahead) or ⌊(X − s)/T⌋ (reader behind) tokens not earned: at most
-// B more per handoff.
+// decision of one just after a write of the other) refills for up to X
+// (reader ahead) or X − s (reader behind) not earned: in an interval that
+// holds it, up to ⌈X/T⌉ or ⌈(X − s)/T⌉ tokens more (one for any step back
+// beyond s), at most B more per handoff.
 //
 // Memory per key: the Go state is 9 bytes (a version byte, F in µs as an
 // int64). The Lua twin is GCRA's (lua/gcra.lua): one Redis string, F in

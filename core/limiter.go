@@ -102,7 +102,9 @@ type Config struct {
 	// Failure is what happens when the store cannot decide.
 	Failure FailureMode
 	// Fallback decides when Failure is FailFallback. It should not share the
-	// failing store: a memory limiter is the usual choice.
+	// failing store: a memory limiter is the usual choice. Its decisions are
+	// marked Degraded; a cost above its Quota (yet within this limiter's) is
+	// a degraded refusal.
 	Fallback *Limiter
 	// DenyCache, when set, holds the store's refusals in process and
 	// refuses the same identity again without a store call until their
@@ -264,8 +266,10 @@ func (l *Limiter) Allow(ctx context.Context, identity string) (Decision, error) 
 // a Decision with Allowed false. Errors: ErrInvalidInput for an empty
 // identity or n outside 1..Quota() (nothing is written); ErrUnavailable when
 // the store could not decide and the failure policy is FailClosed; ctx.Err()
-// when ctx ends first. In shadow mode (Config.Shadow) a refusal is returned
-// as an admission. For the concurrency algorithm use Acquire.
+// when ctx ends first (on a store that waits: an in-process store, which
+// never does, decides whatever ctx, as it ignores Timeout). In shadow mode
+// (Config.Shadow) a refusal is returned as an admission. For the
+// concurrency algorithm use Acquire.
 func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decision, error) {
 	if l.taker != nil {
 		// The in-process fast path: no lease, no deadline, no timing.
@@ -419,6 +423,12 @@ func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error)
 	case FailOpen:
 		return Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
 	case FailFallback:
+		if q := l.cfg.Fallback.Quota(); n > q {
+			// Within this limiter's quota but not the fallback's: the
+			// fallback could never admit it, which is a refusal (with
+			// no wait that would help), not the caller's bad input.
+			return Decision{Limit: q, Degraded: true}, nil
+		}
 		d, ferr := l.cfg.Fallback.AllowN(ctx, identity, n)
 		if ferr != nil {
 			return Decision{}, errors.Join(err, ferr)

@@ -280,7 +280,8 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 	var d Decision
 	storeErr := err
 	if err != nil {
-		err, gone := storeFailure(ctx, "update", err)
+		var gone bool
+		err, gone = storeFailure(ctx, "update", err)
 		if !gone && m.cfg.Failure == FailOpen {
 			states = states[:0]
 			for i := range limits.ls {
@@ -315,6 +316,8 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 		return &InputError{Arg: "key", Reason: "is empty"}
 	case limits == nil:
 		return &InputError{Arg: "limits", Reason: "is nil"}
+	case len(limits.ls) == 0:
+		return &InputError{Arg: "limits", Reason: "holds no limit (build it with NewLimits)"}
 	}
 	d, err := deleterOf(m.cfg.Store)
 	if err != nil {
@@ -344,6 +347,8 @@ func (m *Multi) checkInput(identity string, limits *Limits, n int64) error {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	case limits == nil:
 		return &InputError{Arg: "limits", Reason: "is nil"}
+	case len(limits.ls) == 0:
+		return &InputError{Arg: "limits", Reason: "holds no limit (build it with NewLimits)"}
 	case n < 1:
 		return &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
 	case n > limits.quota:

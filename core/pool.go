@@ -57,7 +57,8 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if (cfg.Base == nil && cfg.BaseFor == nil) || cfg.Share == nil || cfg.Pool == nil {
 		return nil, errors.New("sluice: PoolConfig needs Base (or BaseFor), Share and Pool")
 	}
-	if cfg.Base == nil {
+	baseGiven := cfg.Base != nil
+	if !baseGiven {
 		cfg.Base = cfg.Share // only its namespace is compared below; BaseFor decides
 	}
 	for _, l := range []*Limiter{cfg.Base, cfg.Share, cfg.Pool} {
@@ -65,7 +66,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			return nil, fmt.Errorf("%w: %s holds leases; a pool's limits must be rate limits", ErrInvalidPolicy, l.alg.Name())
 		}
 	}
-	if (cfg.Base != cfg.Share && cfg.Base.ns == cfg.Share.ns) || cfg.Base.ns == cfg.Pool.ns || cfg.Share.ns == cfg.Pool.ns {
+	if (baseGiven && cfg.Base.ns == cfg.Share.ns) || cfg.Base.ns == cfg.Pool.ns || cfg.Share.ns == cfg.Pool.ns {
 		return nil, fmt.Errorf("%w: Base, Share and Pool need policies of their own names (they would count in one key)", ErrInvalidPolicy)
 	}
 	if cfg.PoolKey == "" {

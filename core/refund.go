@@ -102,7 +102,8 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 // Charge is AllowN for a request that a later check may still refuse:
 // an admission also returns a Receipt, whose Refund gives the units back.
 // A refusal, a degraded decision (the failure policy's) and a shadow
-// admission charge nothing and return no Receipt. When the algorithm
+// admission charge the store nothing and return no Receipt (a fallback's
+// degraded admission is charged on the fallback, and kept). When the algorithm
 // cannot refund (Refunder), or on a script store whose multi-limit
 // script cannot run it (RefundScripted, store.MultiScriptRunner), Charge
 // is AllowN and returns no Receipt. Charge does not consult the deny cache

@@ -46,8 +46,10 @@ const DefaultReserveTimeout = time.Minute
 // Reserve charges estimate units for identity now, for work whose actual
 // cost Settle will report. The Decision is the estimate's: a refusal
 // reserves nothing and returns no Reservation. timeout (DefaultReserveTimeout
-// when 0) is how long the reservation may be settled; after it, it stands
-// at its estimate. Errors are AllowN's.
+// when 0) is how long the reservation may be settled, on the machine's
+// clock (not Config.Clock: it bounds how long the process holds the
+// reservation, not a policy's time); after it, it stands at its estimate.
+// Errors are AllowN's.
 func (l *Limiter) Reserve(ctx context.Context, identity string, estimate int64, timeout time.Duration) (Decision, *Reservation, error) {
 	if timeout < 0 {
 		return Decision{}, nil, &InputError{Arg: "timeout", Reason: fmt.Sprintf("must not be negative, got %s", timeout)}

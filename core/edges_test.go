@@ -1,0 +1,98 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// downStore is a store whose every call fails.
+type downStore struct{}
+
+func (downStore) Update(context.Context, store.Key, store.Mutation) error {
+	return &store.Error{Op: "update", Err: errors.New("connection refused")}
+}
+
+// A Multi that fails open admits with a nil error, as a Limiter does: a
+// caller that checks the error first must not refuse what the failure
+// policy admitted.
+func TestMultiFailOpenReturnsNoError(t *testing.T) {
+	m, err := core.NewMulti(core.MultiConfig{Name: "m", Store: downStore{}, Failure: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := core.MustLimits(core.Limit{Policy: core.Policy{Name: "p", Limit: 4, Window: time.Second}, Algorithm: algorithm.GCRA{}})
+	d, states, err := m.Allow(context.Background(), "id", ls, nil)
+	if err != nil || !d.Allowed || !d.Degraded || len(states) != 1 {
+		t.Fatalf("Allow: %+v, %d states, %v; want a degraded admission with a nil error", d, len(states), err)
+	}
+	d, _, r, err := m.Charge(context.Background(), "id", ls, 1, nil)
+	if err != nil || !d.Allowed || !d.Degraded || r != nil {
+		t.Fatalf("Charge: %+v, receipt %v, %v; want a degraded admission, no receipt, a nil error", d, r, err)
+	}
+}
+
+// A cost the primary's quota allows but the fallback's does not is refused
+// by the fallback (a degraded refusal), not turned into an input error.
+func TestFallbackRefusesACostAboveItsQuota(t *testing.T) {
+	fb, err := core.New(core.Config{Policy: core.PerSecond("fb", 2), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := core.New(core.Config{Policy: core.PerSecond("p", 4), Algorithm: algorithm.GCRA{}, Store: downStore{}, Failure: core.FailFallback, Fallback: fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.AllowN(context.Background(), "id", 3)
+	if err != nil || d.Allowed || !d.Degraded {
+		t.Fatalf("AllowN(3) with a fallback of quota 2: %+v, %v; want a degraded refusal", d, err)
+	}
+	if d, err := l.AllowN(context.Background(), "id", 2); err != nil || !d.Allowed || !d.Degraded {
+		t.Fatalf("AllowN(2): %+v, %v; want the fallback's degraded admission", d, err)
+	}
+}
+
+// A Limits not built by NewLimits is bad input, not a panic.
+func TestMultiZeroLimits(t *testing.T) {
+	m, err := core.NewMulti(core.MultiConfig{Name: "m", Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Allow(context.Background(), "id", &core.Limits{}, nil); !errors.Is(err, core.ErrInvalidInput) {
+		t.Fatalf("Allow with an empty Limits: %v; want ErrInvalidInput", err)
+	}
+	if _, _, _, err := m.Charge(context.Background(), "id", &core.Limits{}, 1, nil); !errors.Is(err, core.ErrInvalidInput) {
+		t.Fatalf("Charge with an empty Limits: %v; want ErrInvalidInput", err)
+	}
+	if err := m.Reset(context.Background(), "id", &core.Limits{}); !errors.Is(err, core.ErrInvalidInput) {
+		t.Fatalf("Reset with an empty Limits: %v; want ErrInvalidInput", err)
+	}
+}
+
+// A pool's Share must count under its own keys, not the Base's.
+func TestPoolShareMustDifferFromBase(t *testing.T) {
+	s := memory.New(nil)
+	newL := func(name string) *core.Limiter {
+		l, err := core.New(core.Config{Policy: core.PerSecond(name, 5), Algorithm: algorithm.GCRA{}, Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	base, pool := newL("base"), newL("pool")
+	if _, err := core.NewPool(core.PoolConfig{Base: base, Share: base, Pool: pool}); !errors.Is(err, core.ErrInvalidPolicy) {
+		t.Fatalf("NewPool with Share == Base: %v; want ErrInvalidPolicy", err)
+	}
+	if _, err := core.NewPool(core.PoolConfig{Base: base, Share: newL("base"), Pool: pool}); !errors.Is(err, core.ErrInvalidPolicy) {
+		t.Fatalf("NewPool with a Share of Base's name: %v; want ErrInvalidPolicy", err)
+	}
+	if _, err := core.NewPool(core.PoolConfig{BaseFor: func(string) *core.Limiter { return base }, Share: newL("share"), Pool: pool}); err != nil {
+		t.Fatalf("NewPool with BaseFor: %v", err)
+	}
+}
