@@ -311,13 +311,8 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 // identity or nil limits; a failed delete is the store's error, after the
 // other keys were tried.
 func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) error {
-	switch {
-	case identity == "":
-		return &InputError{Arg: "key", Reason: "is empty"}
-	case limits == nil:
-		return &InputError{Arg: "limits", Reason: "is nil"}
-	case len(limits.ls) == 0:
-		return &InputError{Arg: "limits", Reason: "holds no limit (build it with NewLimits)"}
+	if err := m.checkInput(identity, limits, 1); err != nil { // a unit is within every quota
+		return err
 	}
 	d, err := deleterOf(m.cfg.Store)
 	if err != nil {
