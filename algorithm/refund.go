@@ -16,11 +16,15 @@ import (
 //     the window (period) the charge was counted in, and only while it is
 //     still the key's newest one; at most the units it holds;
 //   - token bucket, GCRA, leaky bucket: the full (theoretical arrival,
-//     drain) time moves back by the intervals of the charge that still lie
-//     ahead of now (the mark is that time right after the charge), never
-//     before now: tokens go back, never above Burst, and only as many as
-//     the charge still withholds, for a charge whose bucket has since
-//     refilled past it has less, or nothing, to give back;
+//     drain) time moves back by the time of the charge that still lies
+//     ahead of now, where the charge left it (the mark is that time right
+//     after the charge) and also had it started at the charge's own time
+//     (a refund of an earlier charge moves the later ones back, which
+//     their marks do not know), never before now: tokens go back, never
+//     above Burst, and only as many as the charge still withholds, for a
+//     charge whose bucket has since refilled past it has less, or nothing,
+//     to give back; the units reported are that time rounded up to whole
+//     intervals;
 //   - sliding log: up to n of the entries of the charge's instant are
 //     removed, while they are in the trailing window (the Lua twin lowers
 //     that instant's member, and the running sums of the members after
@@ -76,12 +80,12 @@ func (SlidingCounter) Refund(state []byte, now, at, _, n int64, p *core.Policy) 
 	return scEncode(state, last, prev, cur-r), core.Micros(max(start+2*w-now, 1)), r
 }
 
-// Refund moves the full time back by the intervals of the charge that
-// still lie ahead of now (mark is the full time right after the charge),
-// never before now: up to n tokens back, never above Burst, and no more
-// than the charge still withholds.
-func (TokenBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	return timedRefund(state, now, mark, n, p, tbDecode, tbEncode)
+// Refund moves the full time back by the time of the charge that still
+// lies ahead of now (mark is the full time right after the charge; see
+// timedRefund), never before now: up to n tokens back, never above Burst,
+// and no more than the charge still withholds.
+func (TokenBucket) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	return timedRefund(state, now, at, mark, n, p, tbDecode, tbEncode)
 }
 
 // Mark is the full time right after the charge.
@@ -89,11 +93,11 @@ func (TokenBucket) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
 	return at + int64(d.ResetAfter/time.Microsecond)
 }
 
-// Refund moves the theoretical arrival time back by the intervals of the
-// charge that still lie ahead of now (mark is the TAT right after the
-// charge), never before now.
-func (GCRA) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	next, ttl, r := timedRefund(state, now, mark, n, p, gcraDecode, gcraEncode)
+// Refund moves the theoretical arrival time back by the time of the
+// charge that still lies ahead of now (mark is the TAT right after the
+// charge; see timedRefund), never before now.
+func (GCRA) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	next, ttl, r := timedRefund(state, now, at, mark, n, p, gcraDecode, gcraEncode)
 	return next, ttl, r
 }
 
@@ -102,11 +106,11 @@ func (GCRA) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
 	return at + int64(d.ResetAfter/time.Microsecond)
 }
 
-// Refund moves the drain time back by the intervals of the charge that
-// still lie ahead of now (mark: at most the drain time right after the
-// charge), never before now.
-func (LeakyBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	return timedRefund(state, now, mark, n, p, lbDecode, lbEncode)
+// Refund moves the drain time back by the time of the charge that still
+// lies ahead of now (mark: at most the drain time right after the charge;
+// see timedRefund), never before now.
+func (LeakyBucket) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	return timedRefund(state, now, at, mark, n, p, lbDecode, lbEncode)
 }
 
 // Mark is a lower bound of the drain time right after the charge
@@ -115,19 +119,30 @@ func (LeakyBucket) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
 	return at + int64(d.ResetAfter/time.Microsecond)
 }
 
-func timedRefund(state []byte, now, mark, n int64, p *core.Policy, dec func([]byte) (int64, bool), enc func([]byte, int64) []byte) ([]byte, time.Duration, int64) {
+// timedRefund moves the stored time tt back by x, the time of the charge
+// that the key still owes: at most the charge's n intervals, what lies
+// ahead of now of them where the charge left them (mark), and what lies
+// ahead of now of them had they started at the charge's own time at. The
+// last bound holds whatever was refunded since: a refund of an earlier
+// charge moves the later ones back, and their marks do not know it, but
+// never to before at (each refund stops at its now, which is after at).
+// So x never exceeds what the charge still withholds, and a refund never
+// gives back units that the refill restored and another charge took. The
+// units reported are x in intervals, rounded up: a refund made δ after its
+// charge gives back its last unit δ later.
+func timedRefund(state []byte, now, at, mark, n int64, p *core.Policy, dec func([]byte) (int64, bool), enc func([]byte, int64) []byte) ([]byte, time.Duration, int64) {
 	t := p.IntervalMicros()
-	now = bkClamp(now)
+	now, at = bkClamp(now), bkClamp(at)
 	tt, ok := dec(state)
 	if !ok || tt <= now || n < 1 || mark <= now {
 		return nil, 0, 0
 	}
-	r := min(n, (mark-now)/t, (tt-now+t-1)/t)
-	if r <= 0 {
+	x := min(n*t, mark-now, tt-now, at+n*t-now)
+	if x <= 0 {
 		return nil, 0, 0
 	}
-	tt = max(tt-r*t, now)
-	return enc(state, tt), core.Micros(max(tt-now, 1)), r
+	tt -= x
+	return enc(state, tt), core.Micros(max(tt-now, 1)), (x + t - 1) / t
 }
 
 // Mark is 0: a window's refund needs only the charge's time.

@@ -50,15 +50,20 @@ local function counted(key, n, start, stop)
 	return r
 end
 
--- A time that moves back by the charge's intervals that still lie ahead of
--- now (mark: the time right after the charge), never before now (the
--- token bucket's full time, GCRA's TAT, the leaky bucket's drain).
+-- A time that moves back by the time of the charge the key still owes
+-- (timedRefund in refund.go): at most its n intervals, what lies ahead of
+-- now of them where the charge left them (mark) and had they started at
+-- at (a refund of an earlier charge may have moved them back, never to
+-- before at), and what the key holds. The units are that time in
+-- intervals, rounded up (the token bucket's full time, GCRA's TAT, the
+-- leaky bucket's drain).
 local function timed(key, n, iv, mark)
 	local t = getint(key)
 	if not t or t <= now or t > MAXTIME or mark <= now then return 0 end
-	local r = math.min(n, idiv(mark - now, iv), idiv(t - now + iv - 1, iv))
-	if r <= 0 then return 0 end
-	local t2 = math.max(t - r * iv, now)
+	local x = math.min(n * iv, mark - now, t - now, math.min(math.max(at, 0), MAXNOW) + n * iv - now)
+	if x <= 0 then return 0 end
+	local r = idiv(x + iv - 1, iv)
+	local t2 = t - x
 	if t2 == now then
 		redis.call('DEL', key)
 	else

@@ -1,0 +1,57 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// A refund of an earlier charge moves a bucket's later charges back in
+// time; a later charge's refund must then not give back units that the
+// refill has since restored and another charge has taken. Two charges of
+// 5 empty a burst of 10; the first is refunded; 600 ms later the bucket is
+// full again and a charge of the whole quota empties it; the second
+// charge's refund must give back nothing of that one.
+func TestRefundAfterAnEarlierRefundKeepsTheBurst(t *testing.T) {
+	for _, alg := range []core.Algorithm{algorithm.GCRA{}, algorithm.TokenBucket{}, algorithm.LeakyBucket{}} {
+		t.Run(alg.Name(), func(t *testing.T) {
+			ctx := context.Background()
+			clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+			st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+			t.Cleanup(func() { _ = st.Close() })
+			l, err := core.New(core.Config{Policy: core.Policy{Name: "r", Limit: 10, Window: time.Second, Burst: 10}, Algorithm: alg, Store: st, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			charge := func(n int64) *core.Receipt {
+				d, r, err := l.Charge(ctx, "id", n)
+				if err != nil || !d.Allowed || r == nil {
+					t.Fatalf("Charge(%d): %+v, %v, %v", n, d, r, err)
+				}
+				return r
+			}
+			a := charge(5)
+			y := charge(5)
+			if k, err := a.Refund(ctx, 5); err != nil || k != 5 {
+				t.Fatalf("refund of the first charge at its instant: %d, %v; want 5", k, err)
+			}
+			clk.Advance(600 * time.Millisecond)
+			quota := l.Quota()
+			charge(quota)
+			_, _ = y.Refund(ctx, 5)
+			more := 0
+			for range 20 {
+				if d, err := l.Allow(ctx, "id"); err == nil && d.Allowed {
+					more++
+				}
+			}
+			if more > 0 {
+				t.Fatalf("OVER-ADMISSION: %d admitted at the instant a charge of the whole quota (%d) was made", more, quota)
+			}
+		})
+	}
+}
