@@ -96,3 +96,34 @@ func TestPoolShareMustDifferFromBase(t *testing.T) {
 		t.Fatalf("NewPool with BaseFor: %v", err)
 	}
 }
+
+// A cost above the tenant's base but within its share is drawn from the
+// pool, as the doc says ("from its base, or else from the pool"); a cost
+// no limit of the pool could admit is bad input.
+func TestPoolCostAboveTheBase(t *testing.T) {
+	s := memory.New(nil)
+	newL := func(name string, limit int64) *core.Limiter {
+		l, err := core.New(core.Config{Policy: core.PerMinute(name, limit), Algorithm: algorithm.FixedWindow{}, Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	p, err := core.NewPool(core.PoolConfig{Base: newL("base", 5), Share: newL("share", 8), Pool: newL("pool", 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if d, err := p.AllowN(ctx, "t", 6); err != nil || !d.Allowed || !d.FromPool {
+		t.Fatalf("AllowN(6) with base 5 and share 8: %+v, %v; want drawn from the pool", d, err)
+	}
+	if d, err := p.AllowN(ctx, "t", 6); err != nil || d.Allowed {
+		t.Fatalf("a second AllowN(6): %+v, %v; want refused (the share has 2 left)", d, err)
+	}
+	if _, err := p.AllowN(ctx, "t", 9); !errors.Is(err, core.ErrInvalidInput) {
+		t.Fatalf("AllowN(9) above every quota but the pool's: %v; want ErrInvalidInput", err)
+	}
+	if _, err := p.AllowN(ctx, "", 6); !errors.Is(err, core.ErrInvalidInput) {
+		t.Fatalf(`AllowN("", 6): %v; want ErrInvalidInput`, err)
+	}
+}

@@ -81,9 +81,12 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 }
 
 // AllowN admits n units for tenant from its base, or else from the pool
-// within its share. A refusal's RetryAfter is the base's (the wait after
-// which the tenant's own rate admits it again, whatever the pool does).
-// Errors are the Limiters': bad input, or a store that could not decide.
+// within its share; a cost above the base's quota but within the share's
+// and the pool's can only come from the pool. A refusal's RetryAfter is
+// the base's (the wait after which the tenant's own rate admits it again,
+// whatever the pool does). Errors are the Limiters': bad input (a cost
+// above every quota the request could be drawn from), or a store that
+// could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
 	bl := p.cfg.Base
 	if p.cfg.BaseFor != nil {
@@ -93,12 +96,21 @@ func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision
 			return PoolDecision{}, fmt.Errorf("%w: no base for the tenant (BaseFor returned nil and Base is unset)", ErrInvalidInput)
 		}
 	}
-	base, err := bl.AllowN(ctx, tenant, n)
-	if err != nil || base.Allowed {
-		return PoolDecision{Decision: base}, err
-	}
-	if n > p.cfg.Share.quota || n > p.cfg.Pool.quota {
-		return PoolDecision{Decision: base}, nil
+	overPool := n > p.cfg.Share.quota || n > p.cfg.Pool.quota
+	var base Decision
+	if n > bl.quota && !overPool {
+		// The base could never admit n, the pool may: a refusal of the
+		// base's with no wait of its own, then the draw.
+		if err := bl.check(tenant, 1); err != nil {
+			return PoolDecision{}, err
+		}
+		base = Decision{Limit: bl.quota}
+	} else {
+		var err error
+		base, err = bl.AllowN(ctx, tenant, n)
+		if err != nil || base.Allowed || overPool {
+			return PoolDecision{Decision: base}, err
+		}
 	}
 	share, rc, err := p.cfg.Share.Charge(ctx, tenant, n)
 	if err != nil || !share.Allowed {

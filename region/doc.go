@@ -77,13 +77,18 @@
 // allowance that moved from one region to another within the window (and
 // the H + 2·P before it, for the grants that were waiting on a hold). The
 // movable part is L − F, and the shares move with the demand, so M <=
-// (L − F)·S, where S <= 1 is the demand shift: the fraction of all demand
-// that moved between regions over that time, as the reports of each period
-// saw it. The worst case, all demand moving from one region to another
-// within one window, is 2·L − F: with L = 100 and F = 24,
-// TestRegionSplitWithoutHoldOverAdmitsOnRealServers (faults module)
-// measures 171 in a window without the hold, and at most 100 with it, on
-// the same servers and traffic.
+// (L − F)·S, where S is the demand shift: the fraction of all demand that
+// moved between regions over that time, as the reports of each period saw
+// it, counted each time it moved (a share counts again in every region it
+// is handed to within the window). All demand moving once, from one
+// region to another, within one window gives 2·L − F: with L = 100 and
+// F = 24, TestRegionSplitWithoutHoldOverAdmitsOnRealServers (faults
+// module) measures 171 in a window without the hold, and at most 100 with
+// it, on the same servers and traffic. Demand that visits every one of N
+// regions within one window moves N − 1 times: up to L + (N − 1)·(L − F),
+// 252 for three regions with L = 100 and F = 24 (measured under a
+// ManualClock, all demand moving a → b → c in every window). The hold
+// keeps every case at L.
 //
 // The price of the hold is the time a shift takes to be served: the region
 // that lost demand reports it at its next sync, its cut is handed over
