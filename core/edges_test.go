@@ -127,3 +127,31 @@ func TestPoolCostAboveTheBase(t *testing.T) {
 		t.Fatalf(`AllowN("", 6): %v; want ErrInvalidInput`, err)
 	}
 }
+
+// On a store of one item per identity, a limit the identity's current
+// limits leave out keeps its state in the item: a tier that drops the
+// limit and a table that brings it back within its window do not reset
+// it (a script store keeps a key per limit and never did).
+func TestMultiKeepsTheStateOfALimitLeftOut(t *testing.T) {
+	ctx := context.Background()
+	clk := core.NewManualClock(time.Unix(1_699_999_980, 0)) // a minute's start
+	m, err := core.NewMulti(core.MultiConfig{Name: "m", Store: memory.New(&memory.Options{Clock: clk, SweepInterval: -1}), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minute := core.Limit{Policy: core.PerMinute("minute", 10), Algorithm: algorithm.FixedWindow{}}
+	day := core.Limit{Policy: core.Policy{Name: "day", Limit: 1000, Window: 24 * time.Hour}, Algorithm: algorithm.FixedWindow{}}
+	with, without := core.MustLimits(minute, day), core.MustLimits(day)
+	for i := range 10 {
+		if d, _, err := m.Allow(ctx, "u", with, nil); err != nil || !d.Allowed {
+			t.Fatalf("decision %d: %+v, %v", i, d, err)
+		}
+		clk.Advance(time.Second)
+	}
+	if d, _, err := m.Allow(ctx, "u", without, nil); err != nil || !d.Allowed {
+		t.Fatalf("without the minute limit: %+v, %v; want admitted", d, err)
+	}
+	if d, _, err := m.Allow(ctx, "u", with, nil); err != nil || d.Allowed {
+		t.Fatalf("the minute limit back within its minute: %+v, %v; want refused (10 of 10 spent)", d, err)
+	}
+}

@@ -570,6 +570,7 @@ func (mu *multiMutation) Apply(state []byte) ([]byte, time.Duration) {
 		}
 		mu.out = appendSegment(mu.out, l.p.Name, seg)
 	}
+	mu.out = appendOthers(mu.out, mu.segs, mu.ls)
 	if ttl <= 0 {
 		ttl = time.Microsecond
 	}

@@ -268,6 +268,7 @@ func (rm *refundMutation) Apply(state []byte) ([]byte, time.Duration) {
 	if !changed {
 		return nil, 0
 	}
+	out = appendOthers(out, segs, rm.ls)
 	// A segment left as it was keeps its state; the item must outlive the
 	// longest of them, which only the algorithm knows: keep the item at
 	// least as long as any state of the set can live (a longer TTL never

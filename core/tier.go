@@ -23,13 +23,13 @@ type TierResolver func(ctx context.Context, identity string) (string, error)
 // Counters are kept per limit name, not per tier: a "minute" limit of
 // the free tier and the "minute" limit of the pro tier count in the same
 // state, so a tenant moved from one to the other keeps what it has spent.
-// One exception, on a store that keeps one item per identity (memory,
-// memcached; not a script store, which keeps a key per limit): a decision
-// made while the identity's limits leave a name out rewrites the item
-// without that name's state, so a limit dropped (by Set, or by a move to a
-// tier without it) and brought back within its window starts fresh for
-// every identity decided in between. Drop a limit for good, or lower it
-// instead.
+// A limit dropped (by Set, or by a move to a tier without it) and brought
+// back keeps its counters too: a script store keeps a key per limit, each
+// with its own TTL; a store of one item per identity (memory, memcached)
+// carries the states of the limits a decision leaves out in the item,
+// which then lives as long as the identity's current limits keep it, so a
+// limit brought back after its identity was quiet for longer than those
+// limits' states live starts fresh there.
 // So every limit of one name has, in every tier and in every table Set
 // installs, the same algorithm and the same Window (Set refuses a table
 // that changes either: give such a limit a new name); Limit, Burst and
@@ -84,9 +84,9 @@ func NewTiers(table map[string][]Limit, def string, resolve TierResolver) (*Tier
 
 // Set replaces the table. The default tier must stay in it, and a limit
 // name already in use keeps its algorithm and Window; the counters of
-// every identity carry over (but see the Tiers doc for a limit dropped and
-// brought back on a store of one item per identity). Decisions already
-// under way finish under the table they began with.
+// every identity carry over (see the Tiers doc for a limit dropped and
+// brought back). Decisions already under way finish under the table they
+// began with.
 func (t *Tiers) Set(table map[string][]Limit) error {
 	for {
 		old := t.table.Load()
