@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,57 @@ func TestMultiKeepsTheStateOfALimitLeftOut(t *testing.T) {
 	if d, _, err := m.Allow(ctx, "u", with, nil); err != nil || d.Allowed {
 		t.Fatalf("the minute limit back within its minute: %+v, %v; want refused (10 of 10 spent)", d, err)
 	}
+}
+
+// Settle's shortfall takes a bounded number of store calls, whatever the
+// actual cost: a limit admits at most its quota at one instant, and a
+// decision the failure policy made charged nothing on the store.
+func TestSettleShortfallIsBounded(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		shadow bool
+		down   bool
+	}{{"shadow", true, false}, {"fail open, store down", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := &countingStore{Store: memory.New(nil)}
+			l, err := core.New(core.Config{Policy: core.PerSecond("p", 10), Algorithm: algorithm.GCRA{}, Store: cs, Shadow: c.shadow, Failure: core.FailOpen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, r, err := l.Reserve(ctx, "x", 1, 0)
+			if err != nil || r == nil {
+				t.Fatalf("Reserve: %v, %v", r, err)
+			}
+			cs.down.Store(c.down)
+			before := cs.calls.Load()
+			s, err := r.Settle(ctx, 1_000_000_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := cs.calls.Load() - before; n > 4 {
+				t.Fatalf("Settle made %d store calls for its shortfall", n)
+			}
+			// At most two parts of a quota (in shadow mode a refused part
+			// is counted as charged), the rest uncharged.
+			if s.Charged > 20 || s.Charged+s.Uncharged != 1_000_000_000-1 {
+				t.Fatalf("Settle: %+v; want at most two quotas charged and the rest uncharged", s)
+			}
+		})
+	}
+}
+
+// countingStore is a store that counts its calls and fails while down.
+type countingStore struct {
+	store.Store
+	calls atomic.Int64
+	down  atomic.Bool
+}
+
+func (s *countingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return &store.Error{Op: "update", Err: errors.New("connection refused")}
+	}
+	return s.Store.Update(ctx, key, m)
 }

@@ -71,7 +71,10 @@ func (r *Reservation) Estimate() int64 { return r.estimate }
 // refunded (as far as a refund can: Refunder; a window that has ended
 // keeps its units). Above it, the shortfall is charged as far as the limit
 // allows now, and what it does not allow is reported as Uncharged: the
-// work is done, and refusing it after the fact would help nobody. Settle
+// work is done, and refusing it after the fact would help nobody. The
+// shortfall costs at most four store calls, whatever its size; a part the
+// failure policy decided is Uncharged, and in shadow mode a part the limit
+// refused (returned as an admission) is counted as Charged. Settle
 // works once, before the reservation's timeout; after that it returns
 // ErrReservationSettled and changes nothing.
 func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
@@ -96,19 +99,27 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 	case actual > r.estimate:
 		short := actual - r.estimate
 		// Charge what fits, in parts no larger than the quota, then what
-		// is left of the decision's Remaining (a race may leave less).
-		for short > 0 {
+		// is left of the decision's Remaining (a race may leave less). A
+		// limit admits at most its quota at one instant, so two parts are
+		// all that can fit: the loop makes at most four store calls,
+		// whatever the shortfall. It stops at a part that leaves nothing,
+		// and at one the failure policy decided (Degraded), which charged
+		// nothing on the store.
+		for part := 0; short > 0 && part < 2; part++ {
 			k := min(short, r.l.Quota())
 			d, err := r.l.AllowN(ctx, r.identity, k)
 			if err != nil {
 				s.Uncharged += short
 				return s, err
 			}
+			if d.Degraded {
+				break
+			}
 			if !d.Allowed {
 				if k = min(k, d.Remaining); k < 1 {
 					break
 				}
-				if d, err = r.l.AllowN(ctx, r.identity, k); err != nil || !d.Allowed {
+				if d, err = r.l.AllowN(ctx, r.identity, k); err != nil || !d.Allowed || d.Degraded {
 					if err != nil {
 						s.Uncharged += short
 						return s, err
@@ -118,6 +129,9 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 			}
 			s.Charged += k
 			short -= k
+			if d.Remaining == 0 {
+				break
+			}
 		}
 		s.Uncharged += short
 	}
