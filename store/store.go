@@ -54,6 +54,13 @@ type ClockSkewer interface {
 	ClockSkew() time.Duration
 }
 
+// MaxClockSkew is the largest clock skew a store declares: 30 days, the
+// longest window (core.MaxWindow). The network stores take a larger
+// Options.ClockSkew as this: every TTL is lengthened by the skew, and a
+// skew near the largest time.Duration would overflow it, leaving keys with
+// no time to live and the limit unenforced.
+const MaxClockSkew = 30 * 24 * time.Hour
+
 // Closer is implemented by stores that hold background work or connections.
 type Closer interface {
 	Close() error

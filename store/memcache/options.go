@@ -98,7 +98,7 @@ func (o *Options) config() config {
 	}
 	switch {
 	case o.ClockSkew > 0:
-		c.skew = o.ClockSkew
+		c.skew = min(o.ClockSkew, store.MaxClockSkew)
 	case o.ClockSkew < 0:
 		c.skew = 0
 	}

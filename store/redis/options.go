@@ -52,8 +52,8 @@ type Options struct {
 	// window). The generic path therefore lengthens every TTL by ClockSkew,
 	// which costs only memory, and declares it (ClockSkew method) so that a
 	// Limiter clamps stored times that lie further ahead than that. Zero
-	// means DefaultClockSkew; negative means no allowance (one clock).
-	// Scripts are not affected: they set their own TTLs, on the server's
+	// means DefaultClockSkew; negative means no allowance (one clock); more
+	// than store.MaxClockSkew means that. Scripts are not affected: they set their own TTLs, on the server's
 	// clock unless the Limiter injects one.
 	ClockSkew time.Duration
 }
@@ -69,6 +69,7 @@ func (o *Options) withDefaults() Options {
 	case r.ClockSkew < 0:
 		r.ClockSkew = 0
 	}
+	r.ClockSkew = min(r.ClockSkew, store.MaxClockSkew)
 	if r.MaxBatch < 1 {
 		r.MaxBatch = DefaultMaxBatch
 	}

@@ -2,11 +2,14 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // offsetClock reads the real clock plus a fixed offset: an instance whose
@@ -137,3 +140,31 @@ func TestGenericPathTTL(t *testing.T) {
 type putMutation struct{ ttl time.Duration }
 
 func (m putMutation) Apply([]byte) ([]byte, time.Duration) { return []byte("x"), m.ttl }
+
+// A ClockSkew near the largest time.Duration is taken as
+// store.MaxClockSkew: lengthening a TTL by it would overflow, leave the
+// key with no time to live, and stop the limit on the generic path.
+func TestHugeClockSkewStillLimits(t *testing.T) {
+	s := newStore(t, &Options{ClockSkew: math.MaxInt64})
+	if got := s.ClockSkew(); got != store.MaxClockSkew {
+		t.Fatalf("ClockSkew() = %v, want store.MaxClockSkew", got)
+	}
+	l, err := core.New(core.Config{Policy: core.PerMinute(fmt.Sprintf("huge-skew-%d", time.Now().UnixNano()), 5), Algorithm: algorithm.FixedWindow{}, Store: s, NoScript: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 20 {
+		d, err := l.Allow(ctxT(t), "who")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("%d of 20 admitted under 5 a minute", admitted)
+	}
+	t.Cleanup(func() { _ = l.Reset(context.Background(), "who") })
+}

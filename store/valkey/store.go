@@ -29,7 +29,8 @@ type Options struct {
 	// clock: an instance whose clock is behind would find the key expired
 	// while, by its clock, the state still holds. Update lengthens every
 	// TTL by ClockSkew so that it does not; that costs only memory. Zero
-	// means DefaultClockSkew; negative means no allowance (one clock).
+	// means DefaultClockSkew; negative means no allowance (one clock); more
+	// than store.MaxClockSkew means that.
 	// Scripts are not affected: they set their own TTLs, on the server's
 	// clock unless the Limiter injects one.
 	ClockSkew time.Duration
@@ -77,7 +78,7 @@ func New(c valkeygo.Client, opts *Options) *Store {
 		s.onWarning = opts.OnWarning
 		switch {
 		case opts.ClockSkew > 0:
-			s.skew = opts.ClockSkew
+			s.skew = min(opts.ClockSkew, store.MaxClockSkew)
 		case opts.ClockSkew < 0:
 			s.skew = 0
 		}
