@@ -375,6 +375,30 @@ func redisPing(c goredis.UniversalClient) func(context.Context) error {
 	return func(ctx context.Context) error { return c.Ping(ctx).Err() }
 }
 
+// goRedisChecks refuses what go-redis's URL parser takes but its client
+// cannot use: a negative pool size (go-redis panics making its pool), a
+// negative dial timeout (every dial fails at once), a negative database.
+func goRedisChecks(q url.Values, db string) error {
+	for _, name := range []string{"pool_size", "min_idle_conns", "max_idle_conns", "max_active_conns"} {
+		if v := q.Get(name); v != "" {
+			if n, err := strconv.Atoi(v); err == nil && n < 0 {
+				return fmt.Errorf("parameter %s=%q must not be negative", name, v)
+			}
+		}
+	}
+	if v := q.Get("dial_timeout"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d < 0 {
+			return fmt.Errorf("parameter dial_timeout=%q must not be negative", v)
+		}
+	}
+	if db = strings.Trim(db, "/"); db != "" {
+		if n, err := strconv.Atoi(db); err == nil && n < 0 {
+			return fmt.Errorf("database number %q must not be negative", db)
+		}
+	}
+	return nil
+}
+
 func openRedis(u *url.URL, q url.Values) (*Backend, error) {
 	addrs, err := hosts(u, "6379")
 	if err != nil {
@@ -387,6 +411,9 @@ func openRedis(u *url.URL, q url.Values) (*Backend, error) {
 	so := redisOptions(p)
 	if p.err != nil {
 		return nil, p.err
+	}
+	if err := goRedisChecks(p.q, u.Path); err != nil {
+		return nil, err
 	}
 	opt, err := goredis.ParseURL(goredisURL(u, addrs, p.q, u.Path))
 	if err != nil {
@@ -410,6 +437,9 @@ func openRedisCluster(u *url.URL, q url.Values) (*Backend, error) {
 	so := redisOptions(p)
 	if p.err != nil {
 		return nil, p.err
+	}
+	if err := goRedisChecks(p.q, ""); err != nil {
+		return nil, err
 	}
 	opt, err := goredis.ParseClusterURL(goredisURL(u, addrs, p.q, ""))
 	if err != nil {
@@ -443,6 +473,9 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 	path := ""
 	if len(parts) == 2 {
 		path = "/" + parts[1]
+	}
+	if err := goRedisChecks(rest, path); err != nil {
+		return nil, err
 	}
 	fo, err := goredis.ParseFailoverURL(goredisURL(u, addrs, rest, path))
 	if err != nil {
@@ -526,6 +559,9 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	p := &params{q: q}
 	timeout := p.duration("timeout")
+	if timeout < 0 {
+		p.fail(fmt.Errorf("parameter timeout=%s must not be negative", timeout))
+	}
 	idle := p.int("max_idle_conns", 1)
 	// Servers lets the store read each server's clock for TTLs past 30
 	// days (memcached reads those as absolute times on its own clock).

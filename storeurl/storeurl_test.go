@@ -53,6 +53,12 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"memory://?max_keys=0", "max_keys"},
 		{"memory://?sweep=1m", "unknown parameter sweep"},
 		{"redis://%zz", "not a URL"},
+		{"redis://127.0.0.1:6379?pool_size=-1", "pool_size"},
+		{"redis://127.0.0.1:6379?dial_timeout=-1s", "dial_timeout"},
+		{"redis://127.0.0.1:6379/-1", "must not be negative"},
+		{"redis+cluster://127.0.0.1:7000?max_active_conns=-3", "max_active_conns"},
+		{"redis+sentinel://127.0.0.1:26379/m/-3", "must not be negative"},
+		{"memcache://127.0.0.1:11211?timeout=-1s", "timeout"},
 	}
 	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
