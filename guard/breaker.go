@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -70,7 +71,9 @@ func (s State) String() string {
 }
 
 // BreakerOptions configures a Breaker. A nil *BreakerOptions means all
-// defaults.
+// defaults. Values outside what the breaker can count are taken as the
+// nearest it can: counts up to 2^32 − 1, FailureRatio up to 1 (NaN is the
+// default), Window from 10 ms and Window and Cooldown up to 24 h.
 type BreakerOptions struct {
 	// Name names the breaker in OnStateChange. Default "store".
 	Name string
@@ -107,6 +110,32 @@ type BreakerOptions struct {
 	// one was the caller's own, and the store is not to blame. Zero means
 	// core.DefaultTimeout; negative means every deadline counts.
 	Timeout time.Duration
+}
+
+// Bounds of the options, which NewBreaker clamps to: a count past
+// MaxUint32 wrapped in gobreaker's counters (a breaker asked to open
+// after 2^32 failures opened after the first), a window of a few
+// nanoseconds had buckets of none (it never opened), one near the largest
+// Duration overflowed them (it panicked), and a ratio above 1 or NaN never
+// tripped.
+const (
+	minWindow   = 10 * time.Millisecond
+	maxDuration = 24 * time.Hour
+)
+
+// clamp brings o's set values into the ranges the breaker can count in.
+func (o *BreakerOptions) clamp() {
+	o.ConsecutiveFailures = min(o.ConsecutiveFailures, math.MaxUint32)
+	o.MinCalls = min(o.MinCalls, math.MaxUint32)
+	o.Probes = min(o.Probes, 1<<20)
+	switch {
+	case math.IsNaN(o.FailureRatio):
+		o.FailureRatio = DefaultFailureRatio
+	case o.FailureRatio > 1:
+		o.FailureRatio = 1
+	}
+	o.Window = min(max(o.Window, minWindow), maxDuration)
+	o.Cooldown = min(o.Cooldown, maxDuration)
 }
 
 // Breaker is a circuit breaker around one store (sony/gobreaker). Store
@@ -160,6 +189,7 @@ func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	if o.Probes <= 0 {
 		o.Probes = DefaultProbes
 	}
+	o.clamp()
 	st := gobreaker.Settings{
 		Name:         o.Name,
 		MaxRequests:  uint32(min(o.Probes, 1<<20)),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -407,5 +408,44 @@ func TestBreakerGuardsMultiScripts(t *testing.T) {
 	}
 	if f.calls.Load() != calls {
 		t.Fatal("an open breaker passed a multi-limit script to the store")
+	}
+}
+
+// Options outside what the breaker can count are taken as the nearest it
+// can: none panics, none opens it on the first failure, none disables it.
+func TestBreakerClampsItsOptions(t *testing.T) {
+	key := store.Key{Namespace: "n", Identity: "a"}
+	for _, c := range []struct {
+		name     string
+		opts     guard.BreakerOptions
+		openedBy int // failures in a row that must open it (0: must stay closed through 30)
+	}{
+		{"huge window", guard.BreakerOptions{Window: math.MaxInt64}, guard.DefaultConsecutiveFailures},
+		{"tiny window", guard.BreakerOptions{Window: 9}, guard.DefaultConsecutiveFailures},
+		{"count past 2^32", guard.BreakerOptions{ConsecutiveFailures: 1 << 32, FailureRatio: -1}, 0},
+		{"min calls past 2^32", guard.BreakerOptions{MinCalls: 1 << 32, ConsecutiveFailures: -1}, 0},
+		{"ratio above 1", guard.BreakerOptions{FailureRatio: 2, ConsecutiveFailures: -1, MinCalls: 5}, 5},
+		{"ratio NaN", guard.BreakerOptions{FailureRatio: math.NaN(), ConsecutiveFailures: -1, MinCalls: 5}, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFlaky()
+			br := guard.NewBreaker(f, &c.opts)
+			f.set(errDown)
+			for i := 1; i <= 30; i++ {
+				_ = br.Store().Update(context.Background(), key, &step{})
+				open := br.State() == guard.Open
+				switch {
+				case c.openedBy == 0 && open:
+					t.Fatalf("opened after %d failures", i)
+				case c.openedBy > 0 && i < c.openedBy && open:
+					t.Fatalf("opened after %d failures, want %d", i, c.openedBy)
+				case c.openedBy > 0 && i >= c.openedBy && !open:
+					t.Fatalf("still %v after %d failures, want open after %d", br.State(), i, c.openedBy)
+				}
+				if open {
+					return
+				}
+			}
+		})
 	}
 }
