@@ -209,3 +209,15 @@ func (s *countingStore) Update(ctx context.Context, key store.Key, m store.Mutat
 	}
 	return s.Store.Update(ctx, key, m)
 }
+
+// A store variable of a concrete type that was never built is refused by
+// the constructors, as a nil one is, instead of panicking at a call.
+func TestTypedNilStoreIsRefused(t *testing.T) {
+	var s *memory.Store
+	if _, err := core.New(core.Config{Policy: core.PerSecond("p", 5), Algorithm: algorithm.GCRA{}, Store: s}); err == nil {
+		t.Error("core.New took a nil *memory.Store")
+	}
+	if _, err := core.NewMulti(core.MultiConfig{Name: "m", Store: s}); err == nil {
+		t.Error("core.NewMulti took a nil *memory.Store")
+	}
+}

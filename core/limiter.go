@@ -166,7 +166,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Algorithm == nil {
 		return nil, errors.New("sluice: Config.Algorithm is nil")
 	}
-	if cfg.Store == nil {
+	if store.IsNil(cfg.Store) {
 		return nil, errors.New("sluice: Config.Store is nil")
 	}
 	if err := cfg.Policy.Validate(); err != nil {

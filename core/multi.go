@@ -199,7 +199,7 @@ type Multi struct {
 
 // NewMulti validates cfg and returns a Multi.
 func NewMulti(cfg MultiConfig) (*Multi, error) {
-	if cfg.Store == nil {
+	if store.IsNil(cfg.Store) {
 		return nil, errors.New("sluice: MultiConfig.Store is nil")
 	}
 	name := Policy{Name: cfg.Name}

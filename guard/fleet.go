@@ -25,6 +25,8 @@ const (
 	// DefaultMaxInstances bounds the instances one heartbeat key counts
 	// (16 bytes each).
 	DefaultMaxInstances = 1024
+	// maxInstances is the most FleetOptions.MaxInstances can ask for.
+	maxInstances = 1 << 16
 )
 
 // FleetOptions configures a Fleet.
@@ -47,7 +49,7 @@ type FleetOptions struct {
 	// Zero means 3 × Interval.
 	Expiry time.Duration
 	// MaxInstances bounds the instances counted (the most recent writers
-	// are kept). Zero means DefaultMaxInstances (1024).
+	// are kept). Zero means DefaultMaxInstances (1024); at most 65,536.
 	MaxInstances int
 	// Timeout bounds each heartbeat. Zero means core.DefaultTimeout.
 	Timeout time.Duration
@@ -93,6 +95,10 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if o.MaxInstances <= 0 {
 		o.MaxInstances = DefaultMaxInstances
 	}
+	// A heartbeat item holds 16 bytes an instance and is rewritten whole
+	// by every beat: beyond 1<<16 instances a beat would allocate more
+	// than a megabyte (and at math.MaxInt, fail to).
+	o.MaxInstances = min(o.MaxInstances, maxInstances)
 	if o.Timeout <= 0 {
 		o.Timeout = core.DefaultTimeout
 	}
@@ -106,6 +112,9 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if o.Store == nil {
 		return f, nil
 	}
+	if store.IsNil(o.Store) {
+		return nil, errors.New("guard: FleetOptions.Store is a nil pointer")
+	}
 	f.stop, f.done = make(chan struct{}), make(chan struct{})
 	_ = f.Beat(context.Background())
 	go f.run()
@@ -114,7 +123,7 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 
 // Size is the number of instances counted at the last heartbeat that
 // reached the store (or the configured Size). It is at least 1.
-func (f *Fleet) Size() int { return int(f.size.Load()) }
+func (f *Fleet) Size() int { return max(int(f.size.Load()), 1) }
 
 // Close stops the heartbeats. The instance stops being counted by the
 // others after Expiry.
@@ -200,8 +209,8 @@ func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
 // Rate algorithms only: a concurrency fallback would need leases counted
 // across the fleet.
 func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
-	if fleet == nil {
-		return nil, errors.New("sluice: FleetFallback needs a Fleet")
+	if fleet == nil || fleet.id == 0 {
+		return nil, errors.New("sluice: FleetFallback needs a Fleet made by NewFleet")
 	}
 	if cfg.Algorithm == nil {
 		return nil, errors.New("sluice: Config.Algorithm is nil")
@@ -260,8 +269,8 @@ const maxHeadroom = 1 << 20
 //
 // Rate algorithms only.
 func PreFilter(cfg core.Config, fleet *Fleet, headroom int) (*core.Limiter, error) {
-	if fleet == nil {
-		return nil, errors.New("sluice: PreFilter needs a Fleet")
+	if fleet == nil || fleet.id == 0 {
+		return nil, errors.New("sluice: PreFilter needs a Fleet made by NewFleet")
 	}
 	if headroom < 0 || headroom > maxHeadroom {
 		return nil, fmt.Errorf("sluice: PreFilter headroom must be 0 to %d, got %d", maxHeadroom, headroom)

@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -190,4 +191,28 @@ func TestPreFilterIsSizedToTheFleet(t *testing.T) {
 	if _, err := guard.PreFilter(core.Config{Policy: global, Algorithm: algorithm.FixedWindow{}, Store: mem}, f, -1); err == nil {
 		t.Fatal("a negative headroom was accepted")
 	}
+}
+
+// A Fleet not made by NewFleet, a nil store pointer and a huge
+// MaxInstances are refused or bounded, not panics.
+func TestFleetBadInput(t *testing.T) {
+	cfg := core.Config{Policy: core.PerSecond("p", 10), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)}
+	if _, err := guard.FleetFallback(cfg, &guard.Fleet{}); err == nil {
+		t.Error("FleetFallback took a zero Fleet")
+	}
+	if _, err := guard.PreFilter(cfg, &guard.Fleet{}, 0); err == nil {
+		t.Error("PreFilter took a zero Fleet")
+	}
+	if n := (&guard.Fleet{}).Size(); n != 1 {
+		t.Errorf("a zero Fleet's Size() = %d, want at least 1", n)
+	}
+	var nilStore *memory.Store
+	if _, err := guard.NewFleet(&guard.FleetOptions{Store: nilStore}); err == nil {
+		t.Error("NewFleet took a nil *memory.Store")
+	}
+	f, err := guard.NewFleet(&guard.FleetOptions{Store: memory.New(nil), MaxInstances: math.MaxInt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
 }

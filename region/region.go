@@ -226,7 +226,7 @@ func New(cfg Config) (*Region, error) {
 		}
 		start = shares[r.self]
 	case Synced:
-		if cfg.Coordinator == nil {
+		if store.IsNil(cfg.Coordinator) {
 			return nil, errors.New("region: Mode Synced needs a Coordinator")
 		}
 		if floors > p.Limit {

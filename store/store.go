@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"reflect"
 	"time"
 )
 
@@ -52,6 +53,22 @@ type Deleter interface {
 // has a Clock of its own (a test's).
 type ClockSkewer interface {
 	ClockSkew() time.Duration
+}
+
+// IsNil reports whether s is nil, or an interface holding a nil pointer
+// (a store variable of a concrete type that was never built): a
+// constructor that takes a Store rejects both, where the second would
+// otherwise pass a nil check and panic at the first call.
+func IsNil(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // MaxClockSkew is the largest clock skew a store declares: 30 days, the

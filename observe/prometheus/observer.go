@@ -104,6 +104,13 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if opts.Buckets == nil {
 		opts.Buckets = DefaultBuckets
 	}
+	// client_golang panics on buckets out of order, at the first
+	// observation rather than here: refuse them here.
+	for i := 1; i < len(opts.Buckets); i++ {
+		if !(opts.Buckets[i] > opts.Buckets[i-1]) {
+			return nil, fmt.Errorf("sluice/observe/prometheus: Buckets must increase, got %v after %v", opts.Buckets[i], opts.Buckets[i-1])
+		}
+	}
 	ns, cl := opts.Namespace, opts.ConstLabels
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: cl}, labels)

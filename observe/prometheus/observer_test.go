@@ -52,6 +52,11 @@ func TestOptionsRejected(t *testing.T) {
 			t.Errorf("NearLimitRatio %v: err = %v; want an error that names it", r, err)
 		}
 	}
+	for _, b := range [][]float64{{1, 0.5}, {1, 1}} {
+		if _, err := New(prometheus.NewRegistry(), Options{Buckets: b}); err == nil || !strings.Contains(err.Error(), "Buckets") {
+			t.Errorf("Buckets %v: err = %v; want an error that names them (client_golang would panic at the first observation)", b, err)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg, Options{}); err != nil {
 		t.Fatal(err)
