@@ -221,3 +221,33 @@ func TestTypedNilStoreIsRefused(t *testing.T) {
 		t.Error("core.NewMulti took a nil *memory.Store")
 	}
 }
+
+// A fallback, pre-filter or pool limiter must be one New made, and a
+// fallback must hold leases exactly when its limiter does.
+func TestLimitersGivenToLimitersAreChecked(t *testing.T) {
+	mem := memory.New(nil)
+	rate, err := core.New(core.Config{Policy: core.PerSecond("rate", 5), Algorithm: algorithm.GCRA{}, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := core.New(core.Config{Policy: core.Policy{Name: "slots", Limit: 2, Window: time.Minute, LeaseTTL: time.Minute}, Algorithm: algorithm.Concurrency{}, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  core.Config
+	}{
+		{"zero fallback", core.Config{Policy: core.PerSecond("p", 5), Algorithm: algorithm.GCRA{}, Store: downStore{}, Failure: core.FailFallback, Fallback: &core.Limiter{}}},
+		{"leases for a rate", core.Config{Policy: core.PerSecond("p", 5), Algorithm: algorithm.GCRA{}, Store: downStore{}, Failure: core.FailFallback, Fallback: slots}},
+		{"a rate for leases", core.Config{Policy: core.Policy{Name: "p", Limit: 2, Window: time.Minute, LeaseTTL: time.Minute}, Algorithm: algorithm.Concurrency{}, Store: downStore{}, Failure: core.FailFallback, Fallback: rate}},
+		{"zero pre-filter", core.Config{Policy: core.PerSecond("p", 5), Algorithm: algorithm.GCRA{}, Store: downStore{}, PreFilter: &core.Limiter{}}},
+	} {
+		if _, err := core.New(c.cfg); err == nil {
+			t.Errorf("%s: core.New took it", c.name)
+		}
+	}
+	if _, err := core.NewPool(core.PoolConfig{Base: rate, Share: &core.Limiter{}, Pool: &core.Limiter{}}); err == nil {
+		t.Error("NewPool took zero Limiters")
+	}
+}

@@ -183,8 +183,18 @@ func New(cfg Config) (*Limiter, error) {
 		if cfg.Fallback == nil {
 			return nil, errors.New("sluice: Failure is FailFallback but Config.Fallback is nil")
 		}
+		if cfg.Fallback.alg == nil {
+			return nil, errors.New("sluice: Config.Fallback was not made by New")
+		}
+		_, leases := cfg.Algorithm.(Leaser)
+		if _, fl := cfg.Fallback.alg.(Leaser); fl != leases {
+			return nil, fmt.Errorf("sluice: Config.Fallback decides %s and this limiter %s: a fallback must hold leases exactly when the limiter does", cfg.Fallback.alg.Name(), cfg.Algorithm.Name())
+		}
 	default:
 		return nil, fmt.Errorf("sluice: unknown Failure mode %d", int(cfg.Failure))
+	}
+	if pf := cfg.PreFilter; pf != nil && pf.alg == nil {
+		return nil, errors.New("sluice: Config.PreFilter was not made by New")
 	}
 	if pf := cfg.PreFilter; pf != nil && pf.leaser != nil {
 		return nil, errors.New("sluice: Config.PreFilter holds leases; a pre-filter must be a rate limiter")

@@ -62,6 +62,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		cfg.Base = cfg.Share // only its namespace is compared below; BaseFor decides
 	}
 	for _, l := range []*Limiter{cfg.Base, cfg.Share, cfg.Pool} {
+		if l.alg == nil {
+			return nil, errors.New("sluice: PoolConfig holds a Limiter not made by New")
+		}
 		if l.leaser != nil {
 			return nil, fmt.Errorf("%w: %s holds leases; a pool's limits must be rate limits", ErrInvalidPolicy, l.alg.Name())
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -275,6 +276,9 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 	default:
 		state = Other
 	}
+	// A label value must be UTF-8 (client_golang panics otherwise), and a
+	// breaker's name is the application's, unchecked.
+	name = strings.ToValidUTF8(name, "\uFFFD")
 	o.mu.Lock()
 	if !o.breakers[name] {
 		if len(o.breakers) >= o.maxPolicies {

@@ -153,6 +153,12 @@ func TestBreakerStates(t *testing.T) {
 			t.Errorf("transitions into %s = %v; want %v", st, got, want)
 		}
 	}
+	// A breaker's name is the application's: one that is not UTF-8 is
+	// counted under its valid form, not a panic in client_golang.
+	o.BreakerStateChanged("db\xff", "open")
+	if got := testutil.ToFloat64(o.breakerState.WithLabelValues("db\uFFFD", "open")); got != 1 {
+		t.Errorf("a breaker named %q: open = %v; want 1", "db\xff", got)
+	}
 	o.SetFallbackActive("p", true)
 	o.SetFallbackActive("p", false)
 	if got := testutil.ToFloat64(o.fallback.WithLabelValues("p")); got != 0 {
