@@ -251,3 +251,20 @@ func TestLimitersGivenToLimitersAreChecked(t *testing.T) {
 		t.Error("NewPool took zero Limiters")
 	}
 }
+
+// A Tiers that NewTiers did not make answers with an error or nothing.
+func TestZeroTiers(t *testing.T) {
+	var tr core.Tiers
+	if n := tr.Names(); n != nil {
+		t.Errorf("Names() = %v", n)
+	}
+	if l := tr.Tier("free"); l != nil {
+		t.Errorf("Tier() = %v", l)
+	}
+	if _, _, err := tr.Resolve(context.Background(), "id"); err == nil {
+		t.Error("Resolve succeeded")
+	}
+	if err := tr.Set(nil); err == nil {
+		t.Error("Set succeeded")
+	}
+}

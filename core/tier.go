@@ -90,6 +90,9 @@ func NewTiers(table map[string][]Limit, def string, resolve TierResolver) (*Tier
 func (t *Tiers) Set(table map[string][]Limit) error {
 	for {
 		old := t.table.Load()
+		if old == nil {
+			return errTiersNotMade
+		}
 		tt, err := buildTiers(table, t.def, old.kinds)
 		if err != nil {
 			return err
@@ -133,10 +136,23 @@ func buildTiers(table map[string][]Limit, def string, prev map[string]limitKind)
 }
 
 // Names returns the tiers, sorted.
-func (t *Tiers) Names() []string { return append([]string(nil), t.table.Load().names...) }
+func (t *Tiers) Names() []string {
+	if tt := t.table.Load(); tt != nil {
+		return append([]string(nil), tt.names...)
+	}
+	return nil
+}
 
 // Tier returns the limits of the named tier, or nil.
-func (t *Tiers) Tier(name string) *Limits { return t.table.Load().sets[name] }
+func (t *Tiers) Tier(name string) *Limits {
+	if tt := t.table.Load(); tt != nil {
+		return tt.sets[name]
+	}
+	return nil
+}
+
+// errTiersNotMade is the error of a Tiers that NewTiers did not make.
+var errTiersNotMade = errors.New("sluice: the Tiers was not made by NewTiers")
 
 // Default is the default tier's name.
 func (t *Tiers) Default() string { return t.def }
@@ -145,6 +161,9 @@ func (t *Tiers) Default() string { return t.def }
 // resolver's, wrapped.
 func (t *Tiers) Resolve(ctx context.Context, identity string) (string, *Limits, error) {
 	tt := t.table.Load()
+	if tt == nil {
+		return "", nil, errTiersNotMade
+	}
 	name := t.def
 	if t.resolve != nil {
 		n, err := t.resolve(ctx, identity)

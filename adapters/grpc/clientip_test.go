@@ -81,6 +81,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no layers", sluicegrpc.Config{}},
 		{"nil limiter", sluicegrpc.Config{Layers: []sluicegrpc.Layer{{}}}},
+		{"zero limiter", sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: &core.Limiter{}}}}},
 		{"same name twice", sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: lim}, {Limiter: lim}}}},
 		{"weight above quota", sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: lim, Weight: 6}}}},
 		{"negative weight", sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: lim, Weight: -1}}}},

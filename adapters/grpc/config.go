@@ -151,6 +151,9 @@ func NewPolicy(cfg Config) (*Policy, error) {
 			return nil, fmt.Errorf("sluicegrpc: Layers[%d].Limiter is nil", i)
 		}
 		pol := l.Limiter.Policy()
+		if pol.Name == "" {
+			return nil, fmt.Errorf("sluicegrpc: Layers[%d].Limiter was not made by core.New", i)
+		}
 		if names[pol.Name] {
 			return nil, fmt.Errorf("sluicegrpc: Layers[%d]: policy name %q is used by two layers; each layer needs its own name (it names the layer's counters and its RateLimit item)", i, pol.Name)
 		}

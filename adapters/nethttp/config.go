@@ -200,6 +200,9 @@ func NewPolicy(cfg Config) (*Policy, error) {
 			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Limiter is nil (set Limiter, or Multi with Limits or Tiers)", i)
 		}
 		pol := l.Limiter.Policy()
+		if pol.Name == "" {
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Limiter was not made by core.New", i)
+		}
 		if names[pol.Name] {
 			return nil, fmt.Errorf("sluice/nethttp: Layers[%d]: policy name %q is used by two layers; each layer needs its own name (it names the layer's counters and its RateLimit item)", i, pol.Name)
 		}

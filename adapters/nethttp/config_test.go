@@ -21,6 +21,8 @@ func TestNewPolicyRejectsBadConfig(t *testing.T) {
 	}{
 		{"no layers", Config{}, "Layers is empty"},
 		{"nil limiter", Config{Layers: []Layer{{}}}, "Layers[0].Limiter is nil"},
+		{"zero limiter", Config{Layers: []Layer{{Limiter: &core.Limiter{}}}}, "not made by core.New"},
+		{"zero multi", Config{Layers: []Layer{{Multi: &core.Multi{}, Limits: core.MustLimits(core.Limit{Policy: core.PerSecond("x", 1), Algorithm: algorithm.GCRA{}})}}}, "not made by core.NewMulti"},
 		{"duplicate policy name", Config{Layers: []Layer{{Limiter: a}, {Limiter: a2}}}, `"a" is used by two layers`},
 		{"negative weight", Config{Layers: []Layer{{Limiter: a, Weight: -1}}}, "Weight -1 is outside 0..10"},
 		{"weight above quota", Config{Layers: []Layer{{Limiter: a, Weight: 11}}}, "Weight 11 is outside 0..10"},

@@ -26,6 +26,12 @@ func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
 		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d] sets both Weight and Cost; set one", i)
 	case l.Weight < 0:
 		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d is negative", i, l.Weight)
+	case l.Multi.Name() == "":
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Multi was not made by core.NewMulti", i)
+	case l.Tiers != nil && l.Tiers.Names() == nil:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Tiers was not made by core.NewTiers", i)
+	case l.Limits != nil && l.Limits.Len() == 0:
+		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Limits holds no limit (build it with core.NewLimits)", i)
 	}
 	name := l.Multi.Name()
 	if names[name] {

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -89,6 +90,9 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 // Close, with nothing written. ctx is not consulted: the call never waits
 // for anything but the shard lock.
 func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error {
+	if s.shards == nil {
+		return errNotMade
+	}
 	k := s.keys.hash(key)
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -173,7 +177,25 @@ var _ inproc.Binder = (*Store)(nil)
 // Update would run a Limiter's. Keys written through it and through Update
 // are the same keys.
 func (s *Store) Bind(namespace string) inproc.Taker {
+	if s.shards == nil {
+		return notMade{}
+	}
 	return &taker{s: s, ns: s.keys.namespace(namespace)}
+}
+
+// errNotMade is every call's error on a Store that New did not make (a
+// zero Store): it has no shards and no hash seeds.
+var errNotMade = &store.Error{Op: "update", Err: errors.New("sluice/memory: the Store was not made by New")}
+
+// notMade is the Taker of a Store that New did not make.
+type notMade struct{}
+
+func (notMade) Take(string, core.Algorithm, int64, int64, *core.Policy) (core.Decision, error) {
+	return core.Decision{}, errNotMade
+}
+
+func (notMade) TakeFields(string, core.Algorithm, int64, int64, *core.Policy) (bool, bool, int64, int64, time.Duration, time.Duration, time.Duration, error) {
+	return false, false, 0, 0, 0, 0, 0, errNotMade
 }
 
 type taker struct {
@@ -290,6 +312,9 @@ func expiry(now int64, ttl time.Duration) int64 {
 // Delete removes key, if present. It returns ErrClosed after Close, and nil
 // otherwise.
 func (s *Store) Delete(_ context.Context, key store.Key) error {
+	if s.shards == nil {
+		return errNotMade
+	}
 	k := s.keys.hash(key)
 	sh := s.shard(k)
 	sh.mu.Lock()
