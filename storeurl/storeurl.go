@@ -26,7 +26,8 @@
 //
 // # Query parameters
 //
-// Every parameter a scheme does not know is an error, so a typo never
+// Every parameter a scheme does not know is an error, and so is a query
+// that does not parse (a bad %-escape, a ';' for '&'), so a typo never
 // passes silently. Durations are Go durations ("250ms", "2s").
 //
 // Redis schemes: every option go-redis reads from a URL (its
@@ -143,12 +144,12 @@ func Open(rawURL string) (*Backend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		if !strings.Contains(rawURL, "://") {
-			return nil, &URLError{URL: redactRaw(rawURL), Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
+			return nil, &URLError{URL: redactQuery(redactRaw(rawURL)), Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
 		}
-		return nil, &URLError{URL: redactRaw(rawURL), Reason: "not a URL: " + errReason(err)}
+		return nil, &URLError{URL: redactQuery(redactRaw(rawURL)), Reason: "not a URL: " + errReason(err)}
 	}
 	bad := func(format string, args ...any) error {
-		return &URLError{URL: u.Redacted(), Reason: fmt.Sprintf(format, args...)}
+		return &URLError{URL: redactQuery(u.Redacted()), Reason: fmt.Sprintf(format, args...)}
 	}
 	if u.Scheme == "" {
 		return nil, bad("no scheme; known: %s", strings.Join(Schemes, ", "))
@@ -162,7 +163,12 @@ func Open(rawURL string) (*Backend, error) {
 	if u.Fragment != "" {
 		return nil, bad("a store URL has no #fragment")
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		// u.Query drops what does not parse, and an option dropped is a
+		// setting the deployment believes it made.
+		return nil, bad("malformed query: %s", err)
+	}
 	var b *Backend
 	switch u.Scheme {
 	case "memory":
@@ -210,6 +216,38 @@ func redactRaw(s string) string {
 		return s[:scheme+3] + user[:i] + ":xxxxx" + s[at:]
 	}
 	return s
+}
+
+// redactQuery masks the value of every password parameter in the query
+// of s (a Sentinel URL carries its primary's there), whether or not the
+// query parses.
+func redactQuery(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:q+1])
+	rest := s[q+1:]
+	for rest != "" {
+		part := rest
+		sep := strings.IndexAny(rest, "&;")
+		if sep >= 0 {
+			part, rest = rest[:sep+1], rest[sep+1:]
+		} else {
+			rest = ""
+		}
+		name, _, hasValue := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); hasValue && (err != nil || strings.Contains(strings.ToLower(n), "password")) {
+			b.WriteString(name + "=xxxxx")
+			if sep >= 0 {
+				b.WriteByte(part[len(part)-1])
+			}
+			continue
+		}
+		b.WriteString(part)
+	}
+	return b.String()
 }
 
 // params reads and removes Sluice's own parameters from q, so that what is

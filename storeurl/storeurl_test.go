@@ -59,6 +59,9 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?max_active_conns=-3", "max_active_conns"},
 		{"redis+sentinel://127.0.0.1:26379/m/-3", "must not be negative"},
 		{"memcache://127.0.0.1:11211?timeout=-1s", "timeout"},
+		{"memory://?max_keys=%zz", "malformed query"},
+		{"redis://127.0.0.1:6379?pool_size=5;pool_timeout=1s", "malformed query"},
+		{"memcache://127.0.0.1:11211?timeout=1s&max_idle_conns=%4", "malformed query"},
 	}
 	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
@@ -82,6 +85,13 @@ func TestErrorsHideThePassword(t *testing.T) {
 		"redis+sentinel://admin:s3cr3t@127.0.0.1:26379",
 		"memcache://admin:s3cr3t@127.0.0.1:11211",
 		"redis://admin:s3cr3t@%zz",
+		"redis+sentinel://127.0.0.1:26379/m?password=s3cr3t&nope=1",
+		"redis+sentinel://127.0.0.1:26379/m?username=u&password=s3cr3t;nope=1",
+		"redis://127.0.0.1:6379?password=s3cr3t&pool_size=x",
+		"valkey://127.0.0.1:6379?password=s3cr3t",
+		"redis://%zz?password=s3cr3t",
+		"redis://127.0.0.1:6379?pass%77ord=s3cr3t&nope=1",
+		"redis://127.0.0.1:6379?pass%zzword=s3cr3t&nope=1",
 	} {
 		_, err := storeurl.Open(u)
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
