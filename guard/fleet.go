@@ -27,6 +27,9 @@ const (
 	DefaultMaxInstances = 1024
 	// maxInstances is the most FleetOptions.MaxInstances can ask for.
 	maxInstances = 1 << 16
+	// The range of FleetOptions.Interval and the most Expiry can be.
+	minHeartbeat, maxHeartbeat = 10 * time.Millisecond, 24 * time.Hour
+	maxExpiry                  = 7 * 24 * time.Hour
 )
 
 // FleetOptions configures a Fleet.
@@ -42,11 +45,14 @@ type FleetOptions struct {
 	// Prefix and Name count one another. Defaults core.DefaultPrefix and
 	// DefaultFleetName; the same rules as Config.Prefix and Policy.Name.
 	Prefix, Name string
-	// Interval is the time between heartbeats. Zero means DefaultHeartbeat
-	// (1 s). Each heartbeat is jittered by up to a tenth of it.
+	// Interval is the time between heartbeats, from 10ms to 24h. Zero
+	// means DefaultHeartbeat (1 s). Each heartbeat is jittered by up to a
+	// tenth of it.
 	Interval time.Duration
-	// Expiry is how long an instance is counted after its last heartbeat.
-	// Zero means 3 × Interval.
+	// Expiry is how long an instance is counted after its last heartbeat:
+	// at least 2 × Interval (an instance would otherwise drop out of the
+	// count whenever one heartbeat is late, and the others' shares grow),
+	// at most 7 days. Zero means 3 × Interval.
 	Expiry time.Duration
 	// MaxInstances bounds the instances counted (the most recent writers
 	// are kept). Zero means DefaultMaxInstances (1024); at most 65,536.
@@ -66,6 +72,7 @@ type Fleet struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+	closed   atomic.Bool
 }
 
 // NewFleet returns a Fleet. With a Store, it writes its first heartbeat
@@ -86,11 +93,17 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if o.Name == "" {
 		o.Name = DefaultFleetName
 	}
-	if o.Interval <= 0 {
+	if o.Interval == 0 {
 		o.Interval = DefaultHeartbeat
 	}
-	if o.Expiry <= 0 {
+	if o.Interval < minHeartbeat || o.Interval > maxHeartbeat {
+		return nil, fmt.Errorf("sluice: FleetOptions.Interval must be from %s to %s, got %s", minHeartbeat, maxHeartbeat, o.Interval)
+	}
+	if o.Expiry == 0 {
 		o.Expiry = 3 * o.Interval
+	}
+	if o.Expiry < 2*o.Interval || o.Expiry > maxExpiry {
+		return nil, fmt.Errorf("sluice: FleetOptions.Expiry must be from 2 × Interval (%s) to %s, got %s", 2*o.Interval, maxExpiry, o.Expiry)
 	}
 	if o.MaxInstances <= 0 {
 		o.MaxInstances = DefaultMaxInstances
@@ -125,9 +138,10 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 // reached the store (or the configured Size). It is at least 1.
 func (f *Fleet) Size() int { return max(int(f.size.Load()), 1) }
 
-// Close stops the heartbeats. The instance stops being counted by the
-// others after Expiry.
+// Close stops the heartbeats; Beat returns an error from then on. The
+// instance stops being counted by the others after Expiry.
 func (f *Fleet) Close() error {
+	f.closed.Store(true)
 	if f.stop != nil {
 		f.stopOnce.Do(func() { close(f.stop) })
 		<-f.done
@@ -149,10 +163,15 @@ func (f *Fleet) run() {
 }
 
 // Beat writes one heartbeat now and updates Size from the count it read.
-// A failure leaves Size as it was.
+// A failure leaves Size as it was. After Close it writes nothing and
+// returns an error: a closed instance renewing its heartbeat would be
+// counted for another Expiry.
 func (f *Fleet) Beat(ctx context.Context) error {
 	if f.o.Store == nil {
 		return errors.New("sluice: the fleet has no Store to beat to")
+	}
+	if f.closed.Load() {
+		return errors.New("sluice: Beat on a closed Fleet")
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
 	defer cancel()

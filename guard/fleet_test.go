@@ -215,4 +215,42 @@ func TestFleetBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
+	for _, o := range []guard.FleetOptions{
+		{Interval: time.Nanosecond},                              // a heartbeat loop that never rests
+		{Interval: 9 * time.Millisecond},                         //
+		{Interval: -time.Second},                                 //
+		{Interval: 25 * time.Hour},                               //
+		{Interval: math.MaxInt64},                                // 3 × Interval would overflow
+		{Interval: time.Second, Expiry: 1500 * time.Millisecond}, // counted out between its own beats
+		{Expiry: -time.Second},                                   //
+		{Expiry: 31 * 24 * time.Hour},                            //
+	} {
+		o.Store = memory.New(nil)
+		if f, err := guard.NewFleet(&o); err == nil {
+			_ = f.Close()
+			t.Errorf("NewFleet took Interval %v, Expiry %v", o.Interval, o.Expiry)
+		}
+	}
+}
+
+func TestFleetBeatAfterCloseWritesNothing(t *testing.T) {
+	s := newFlaky()
+	t.Cleanup(func() { _ = s.mem.Close() })
+	f := newFleet(t, &guard.FleetOptions{Store: s, Interval: time.Hour})
+	if err := f.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls := s.calls.Load()
+	if err := f.Beat(t.Context()); err == nil {
+		t.Error("Beat after Close succeeded")
+	}
+	if n := s.calls.Load() - calls; n != 0 {
+		t.Errorf("Beat after Close wrote %d heartbeats: the closed instance would be counted for another Expiry", n)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
 }
