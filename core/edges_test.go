@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -266,5 +267,68 @@ func TestZeroTiers(t *testing.T) {
 	}
 	if err := tr.Set(nil); err == nil {
 		t.Error("Set succeeded")
+	}
+}
+
+// TestZeroValuesAreErrors: a Limiter, Multi, Pool, Lease or Reservation
+// that its constructor did not make (a zero value, a struct field never
+// set) answers with an error, never a panic; so does Settle on the nil
+// Reservation a refused Reserve returns.
+func TestZeroValuesAreErrors(t *testing.T) {
+	ctx := context.Background()
+	ls, err := core.NewLimits(core.Limit{Policy: core.PerSecond("a", 1), Algorithm: algorithm.GCRA{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		l core.Limiter
+		m core.Multi
+		p core.Pool
+		e core.Lease
+		r *core.Reservation
+	)
+	calls := map[string]func() error{
+		"Limiter.Allow":      func() error { _, err := l.Allow(ctx, "id"); return err },
+		"Limiter.Charge":     func() error { _, _, err := l.Charge(ctx, "id", 1); return err },
+		"Limiter.Reserve":    func() error { _, _, err := l.Reserve(ctx, "id", 1, 0); return err },
+		"Limiter.Acquire":    func() error { _, _, err := l.Acquire(ctx, "id"); return err },
+		"Limiter.Reset":      func() error { return l.Reset(ctx, "id") },
+		"Multi.Allow":        func() error { _, _, err := m.Allow(ctx, "id", ls, nil); return err },
+		"Multi.Charge":       func() error { _, _, _, err := m.Charge(ctx, "id", ls, 1, nil); return err },
+		"Multi.Reset":        func() error { return m.Reset(ctx, "id", ls) },
+		"Pool.Allow":         func() error { _, err := p.Allow(ctx, "id"); return err },
+		"Lease.Release":      func() error { return e.Release(ctx) },
+		"Reservation.Settle": func() error { _, err := r.Settle(ctx, 1); return err },
+	}
+	for name, call := range calls {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("%s on a zero value panicked: %v", name, v)
+				}
+			}()
+			if err := call(); err == nil || !strings.Contains(err.Error(), "not made by New") && !strings.Contains(err.Error(), "not returned by") && !errors.Is(err, core.ErrNoReservation) {
+				t.Errorf("%s on a zero value: %v; want an error naming its constructor", name, err)
+			}
+		}()
+	}
+	if n := r.Estimate(); n != 0 {
+		t.Errorf("a nil Reservation's Estimate() = %d", n)
+	}
+	// A refused Reserve returns a nil Reservation: settling it is an
+	// error, as the deferred Settle of a caller that did not check would be.
+	lim, err := core.New(core.Config{Policy: core.Policy{Name: "r", Limit: 1, Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lim.Reserve(ctx, "id", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	d, res, err := lim.Reserve(ctx, "id", 1, 0)
+	if err != nil || d.Allowed || res != nil {
+		t.Fatalf("second Reserve: %+v, %v, %v; want a refusal and no reservation", d, res, err)
+	}
+	if _, err := res.Settle(ctx, 1); !errors.Is(err, core.ErrNoReservation) {
+		t.Errorf("Settle on a refused reservation: %v, want ErrNoReservation", err)
 	}
 }

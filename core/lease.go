@@ -55,6 +55,9 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // Observer hears one "release" event for it, with the last attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
+		if !l.made() {
+			return nil, Decision{}, errLimiterNotMade
+		}
 		return nil, Decision{}, fmt.Errorf("%w: %s does not hold leases; use Allow", ErrUnsupported, l.alg.Name())
 	}
 	if err := l.check(identity, 1); err != nil {
@@ -116,6 +119,9 @@ func (l *Limiter) failAcquire(ctx context.Context, identity string, err error) (
 func (ls *Lease) Release(ctx context.Context) error {
 	if ls == nil {
 		return nil
+	}
+	if ls.l == nil {
+		return errors.New("sluice: the Lease was not returned by Acquire")
 	}
 	if !ls.done.CompareAndSwap(false, true) {
 		return ErrLeaseReleased

@@ -183,7 +183,7 @@ func New(cfg Config) (*Limiter, error) {
 		if cfg.Fallback == nil {
 			return nil, errors.New("sluice: Failure is FailFallback but Config.Fallback is nil")
 		}
-		if cfg.Fallback.alg == nil {
+		if !cfg.Fallback.made() {
 			return nil, errors.New("sluice: Config.Fallback was not made by New")
 		}
 		_, leases := cfg.Algorithm.(Leaser)
@@ -193,7 +193,7 @@ func New(cfg Config) (*Limiter, error) {
 	default:
 		return nil, fmt.Errorf("sluice: unknown Failure mode %d", int(cfg.Failure))
 	}
-	if pf := cfg.PreFilter; pf != nil && pf.alg == nil {
+	if pf := cfg.PreFilter; pf != nil && !pf.made() {
 		return nil, errors.New("sluice: Config.PreFilter was not made by New")
 	}
 	if pf := cfg.PreFilter; pf != nil && pf.leaser != nil {
@@ -380,6 +380,15 @@ func eventErr(returned, store error, d Decision) error {
 
 // check returns an *InputError when identity or n cannot be decided. The
 // test that passes is small enough to inline; the errors are built apart.
+// errLimiterNotMade is what a Limiter that New did not make (a zero
+// Limiter) returns: it has no policy, algorithm or store to decide with.
+var errLimiterNotMade = errors.New("sluice: the Limiter was not made by New")
+
+// made reports whether New made l. Only the paths that already failed ask
+// (a zero Limiter's quota is 0, so check refuses every cost), which keeps
+// the question off the decision's fast path.
+func (l *Limiter) made() bool { return l != nil && l.alg != nil }
+
 func (l *Limiter) check(identity string, n int64) error {
 	if identity != "" && n >= 1 && n <= l.quota {
 		return nil
@@ -388,6 +397,9 @@ func (l *Limiter) check(identity string, n int64) error {
 }
 
 func (l *Limiter) inputError(identity string, n int64) error {
+	if !l.made() {
+		return errLimiterNotMade
+	}
 	if identity == "" {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}
@@ -497,6 +509,9 @@ func (l *Limiter) now() int64 {
 // Reset deletes identity's state, so its next request meets a fresh quota.
 // It returns ErrUnsupported when the store cannot delete.
 func (l *Limiter) Reset(ctx context.Context, identity string) error {
+	if !l.made() {
+		return errLimiterNotMade
+	}
 	if identity == "" {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}

@@ -338,6 +338,8 @@ func (m *Multi) observe(d Decision, err error, start time.Time) {
 
 func (m *Multi) checkInput(identity string, limits *Limits, n int64) error {
 	switch {
+	case m.dl == nil:
+		return errors.New("sluice: the Multi was not made by NewMulti")
 	case identity == "":
 		return &InputError{Arg: "key", Reason: "is empty"}
 	case limits == nil:

@@ -62,7 +62,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		cfg.Base = cfg.Share // only its namespace is compared below; BaseFor decides
 	}
 	for _, l := range []*Limiter{cfg.Base, cfg.Share, cfg.Pool} {
-		if l.alg == nil {
+		if !l.made() {
 			return nil, errors.New("sluice: PoolConfig holds a Limiter not made by New")
 		}
 		if l.leaser != nil {
@@ -91,6 +91,9 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 // above every quota the request could be drawn from), or a store that
 // could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
+	if p.cfg.Share == nil {
+		return PoolDecision{}, errors.New("sluice: the Pool was not made by NewPool")
+	}
 	bl := p.cfg.Base
 	if p.cfg.BaseFor != nil {
 		if b := p.cfg.BaseFor(tenant); b != nil {

@@ -13,6 +13,10 @@ import (
 // estimate).
 var ErrReservationSettled = errors.New("sluice: reservation already settled")
 
+// ErrNoReservation is Settle's error on a nil Reservation: Reserve refused
+// or failed, and reserved nothing to settle.
+var ErrNoReservation = errors.New("sluice: no reservation: Reserve reserved nothing")
+
 // Reservation is an estimate charged before work whose cost is known only
 // after it (bytes sent, tokens an LLM produced, rows scanned): Settle then
 // charges the actual cost. A reservation never settled — the process
@@ -64,8 +68,13 @@ func (l *Limiter) Reserve(ctx context.Context, identity string, estimate int64, 
 	return d, &Reservation{l: l, identity: identity, receipt: rc, estimate: estimate, deadline: time.Now().Add(timeout)}, nil
 }
 
-// Estimate is the units reserved.
-func (r *Reservation) Estimate() int64 { return r.estimate }
+// Estimate is the units reserved (0 for a nil Reservation).
+func (r *Reservation) Estimate() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.estimate
+}
 
 // Settle reports the actual cost. Below the estimate, the excess is
 // refunded (as far as a refund can: Refunder; a window that has ended
@@ -76,8 +85,12 @@ func (r *Reservation) Estimate() int64 { return r.estimate }
 // failure policy decided is Uncharged, and in shadow mode a part the limit
 // refused (returned as an admission) is counted as Charged. Settle
 // works once, before the reservation's timeout; after that it returns
-// ErrReservationSettled and changes nothing.
+// ErrReservationSettled and changes nothing. A nil Reservation (Reserve
+// refused or failed) returns ErrNoReservation.
 func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
+	if r == nil {
+		return Settlement{}, ErrNoReservation
+	}
 	if actual < 0 {
 		return Settlement{}, &InputError{Arg: "actual", Reason: fmt.Sprintf("must not be negative, got %d", actual)}
 	}
