@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // UnaryServerInterceptor returns a unary server interceptor that applies p
@@ -47,6 +49,10 @@ func StreamServerInterceptor(p *Policy) grpc.StreamServerInterceptor {
 // decide applies the skip rules, then admit. A skipped call gets a nil
 // admission and no fields.
 func (p *Policy) decide(ctx context.Context, method string, req any, cs, ss bool, out fieldSink) (*admission, error) {
+	if p == nil || p.layers == nil {
+		// Refuse rather than serve with no limit, or panic in every call.
+		return nil, status.Errorf(codes.Internal, "sluicegrpc: %s: the server's rate limit is not configured: its Policy was not made by NewPolicy", method)
+	}
 	if p.skipMethod(method) {
 		return nil, nil
 	}

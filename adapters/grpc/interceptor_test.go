@@ -450,3 +450,22 @@ func (b blockingStore) Update(ctx context.Context, _ store.Key, _ store.Mutation
 		return &store.Error{Op: "update", Err: context.Canceled}
 	}
 }
+
+// A Policy NewPolicy did not make (nil, or a zero value) refuses every
+// call with Internal, and never runs the handler: a server whose limits
+// were never wired must not serve unlimited, nor panic in every call.
+func TestPolicyNotMadeRefuses(t *testing.T) {
+	for name, p := range map[string]*sluicegrpc.Policy{"nil": nil, "zero": {}} {
+		svc := &service{}
+		c := servePolicy(t, svc, p)
+		if r := unary(t, c, callCtx(t), &testpb.SimpleRequest{}); r.code() != codes.Internal || !strings.Contains(status.Convert(r.err).Message(), "not made by NewPolicy") {
+			t.Errorf("%s Policy, unary: %v; want Internal naming NewPolicy", name, r.err)
+		}
+		if _, r := open(t, c); r.code() != codes.Internal {
+			t.Errorf("%s Policy, stream: %v; want Internal", name, r.err)
+		}
+		if n := svc.unaryRuns.Load() + svc.streamRuns.Load(); n != 0 {
+			t.Errorf("%s Policy: the handler ran %d times", name, n)
+		}
+	}
+}

@@ -46,8 +46,14 @@ var admissionPool = sync.Pool{New: func() any { return new(Admission) }}
 // Skipped requests (SkipPaths, Skip) are admitted untouched. route is the
 // framework's matched route pattern ("" when unknown) and v the
 // application's per-request values (nil means the request's context).
-// Admit never panics on client input and never answers 500.
+// Admit never panics on client input and never answers 500, but for a
+// Policy NewPolicy did not make (nil, or a zero Policy): that refuses every
+// request with a 500 problem, rather than serve with no limit.
 func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v Values) (*Admission, bool) {
+	if p == nil || p.layers == nil {
+		writeProblem(w, http.StatusInternalServerError, notMadeBody)
+		return nil, false
+	}
 	if r.URL != nil && p.skipPath(r.URL.Path) {
 		return nil, true
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,5 +285,30 @@ func TestStackedPolicies(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("handler ran %d times, want 1", calls)
+	}
+}
+
+// A Policy NewPolicy did not make (nil, or a zero value) answers every
+// request with a 500 problem and never runs the handler: a server whose
+// limits were never wired must not serve unlimited, nor panic per request.
+func TestPolicyNotMadeRefuses(t *testing.T) {
+	for name, p := range map[string]*Policy{"nil": nil, "zero": {}} {
+		ran := false
+		h := Middleware(p)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+		w := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Fatalf("%s Policy: a request panicked: %v", name, v)
+				}
+			}()
+			h.ServeHTTP(w, request("203.0.113.7:1"))
+		}()
+		if ran || w.Code != http.StatusInternalServerError {
+			t.Errorf("%s Policy: status %d, handler ran %v; want 500 and no handler", name, w.Code, ran)
+		}
+		if pr := decodeProblem(t, w); pr.Status != 500 || !strings.Contains(pr.Detail, "not configured") {
+			t.Errorf("%s Policy: problem %+v", name, pr)
+		}
 	}
 }

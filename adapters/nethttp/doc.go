@@ -130,5 +130,7 @@
 // back). Failing open or to a fallback limiter, core admits or decides
 // (Decision.Degraded) and the handler runs. The policy never answers 500
 // and never panics on a request; a Config mistake is an error from
-// NewPolicy, not a surprise at request time.
+// NewPolicy, not a surprise at request time. (A Policy NewPolicy never
+// made, nil or zero, answers every request 500 rather than serve it with
+// no limit.)
 package nethttp

@@ -36,6 +36,7 @@ const (
 	quotaExceeded problemKind = iota
 	reducedCapacity
 	cancelled
+	notMade
 )
 
 func problemBody(k problemKind, policy, detail string) []byte {
@@ -50,6 +51,9 @@ func problemBody(k problemKind, policy, detail string) []byte {
 	case cancelled:
 		pr.Type, pr.Status = "about:blank", http.StatusServiceUnavailable
 		pr.Title = http.StatusText(http.StatusServiceUnavailable)
+	case notMade:
+		pr.Type, pr.Status = "about:blank", http.StatusInternalServerError
+		pr.Title = http.StatusText(http.StatusInternalServerError)
 	}
 	if policy != "" {
 		pr.ViolatedPolicies = []string{policy}
@@ -61,8 +65,11 @@ func problemBody(k problemKind, policy, detail string) []byte {
 
 var cancelledBody = problemBody(cancelled, "", "The request was cancelled before the rate limit admitted it.")
 
+// notMadeBody answers every request of a Policy NewPolicy did not make.
+var notMadeBody = problemBody(notMade, "", "The server's rate limit is not configured: its nethttp.Policy was not made by NewPolicy.")
+
 // writeProblem sends a problem body with its status. The status is the
-// body's own: 429 for quotaExceeded, 503 otherwise.
+// body's own: 429 for quotaExceeded, 500 for notMade, 503 otherwise.
 func writeProblem(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = []string{ContentTypeProblem}
