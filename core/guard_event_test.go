@@ -27,6 +27,11 @@ func TestGuardedRefusalsSayWhoDecided(t *testing.T) {
 	if len(events) != 3 || events[0].DenyCached || events[1].DenyCached || !events[2].DenyCached || events[2].Decision.Allowed {
 		t.Fatalf("events %+v; want an admission and a store refusal, then a refusal by the deny cache", events)
 	}
+	// Duration times store calls: a refusal decided in process made none,
+	// and a latency histogram fed from it would describe the cache.
+	if events[2].Duration != 0 {
+		t.Errorf("a deny-cache refusal has Duration %v, want 0: it made no store call", events[2].Duration)
+	}
 
 	events = nil
 	pre, err := New(Config{Policy: PerSecond("pre", 1), Algorithm: window{}, Store: newMapStore(), Clock: clock})
@@ -45,5 +50,8 @@ func TestGuardedRefusalsSayWhoDecided(t *testing.T) {
 	}
 	if len(events) != 2 || events[0].PreFiltered || !events[1].PreFiltered || events[1].DenyCached {
 		t.Fatalf("events %+v; want an admission, then a refusal by the pre-filter", events)
+	}
+	if events[1].Duration != 0 {
+		t.Errorf("a pre-filter refusal has Duration %v, want 0: it made no store call", events[1].Duration)
 	}
 }

@@ -54,8 +54,9 @@ type Event struct {
 	// or the error returned to the caller.
 	Err error
 	// Duration is how long the store call took, failure policy included.
-	// Zero for a decision of an in-process store's fast path (a Binder's
-	// Take is no store call, and is not timed).
+	// Zero for a decision that made no store call: a refusal by the deny
+	// cache or the pre-filter, and a decision of an in-process store's fast
+	// path (a Binder's Take is no store call, and is not timed).
 	Duration time.Duration
 	// Shadowed reports that the store refused and the Limiter, in shadow
 	// mode (Config.Shadow), admitted: Decision is the admission returned.
@@ -360,7 +361,7 @@ func (l *Limiter) settleFrom(ctx context.Context, identity string, n int64, d De
 	}
 	if l.cfg.Observer != nil {
 		var took time.Duration
-		if !start.IsZero() {
+		if !start.IsZero() && src == fromStore { // a guard's refusal made no store call
 			took = time.Since(start)
 		}
 		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: took,

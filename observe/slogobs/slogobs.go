@@ -23,7 +23,9 @@
 //	"sluice: fallback left"      INFO  policy, for
 //	"sluice: eviction warning"   WARN  err
 //
-// A caller whose context ended is not a store failure and is not logged.
+// A caller whose context ended is not a store failure and is not logged,
+// and a refusal by the deny cache or the pre-filter, which asks no store,
+// is not a recovery.
 // Memory is bounded: at most MaxNames policies, breakers and distinct
 // warnings are tracked each; past that, the tracking of each kind starts
 // over (a change may then be logged once more).
@@ -108,7 +110,9 @@ func (l *Logger) Observe(e core.Event) {
 	}
 	p := v.(*policy)
 	if !storeErr {
-		if e.Err == nil && p.failing.Load() {
+		// A refusal the deny cache or the pre-filter made asked no store,
+		// so it says nothing of the store's health.
+		if e.Err == nil && !e.DenyCached && !e.PreFiltered && p.failing.Load() {
 			l.recovered(e.Policy, p)
 		}
 		return

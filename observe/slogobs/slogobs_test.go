@@ -81,8 +81,9 @@ func (s *switchable) Update(ctx context.Context, key store.Key, m store.Mutation
 		return store.UnknownOutcome(errors.New("connection reset"))
 	}
 	k := key.String()
-	next, _ := m.Apply(s.m[k])
-	s.m[k] = next
+	if next, _ := m.Apply(s.m[k]); next != nil { // nil: unchanged
+		s.m[k] = next
+	}
 	return nil
 }
 
@@ -217,5 +218,36 @@ func BenchmarkObserveHealthy(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		lg.Observe(e)
+	}
+}
+
+// A refusal by the pre-filter or the deny cache made no store call, so it
+// says nothing of the store's health: during an outage it must not log a
+// recovery (and the next failure a new "failing" line), once per request.
+func TestInProcessRefusalsAreNotARecovery(t *testing.T) {
+	lg, out, _ := newLogger(t)
+	s := &switchable{m: map[string][]byte{}}
+	pre, err := core.New(core.Config{Policy: core.Policy{Name: "pre", Limit: 1, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: &switchable{m: map[string][]byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "api", Limit: 1_000, Window: time.Hour},
+		Algorithm: algorithm.FixedWindow{}, Store: s, Failure: core.FailOpen, PreFilter: pre, Observer: lg.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Allow(ctx, "flood") // spends the pre-filter's one unit while the store is up
+	s.set(true)
+	for i := range 10 {
+		if d, err := l.Allow(ctx, "flood"); err != nil || d.Allowed {
+			t.Fatalf("flood: %+v, %v; want a refusal by the pre-filter", d, err)
+		}
+		if d, err := l.Allow(ctx, fmt.Sprint("other", i)); err != nil || !d.Degraded {
+			t.Fatalf("other: %+v, %v; want fail open", d, err)
+		}
+	}
+	if got := out.msgs(t); strings.Join(got, "|") != "WARN sluice: store failing" {
+		t.Fatalf("lines %q; want one \"store failing\"", got)
 	}
 }
