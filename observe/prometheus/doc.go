@@ -47,9 +47,10 @@
 // identity: an attacker cannot grow a series. At most Options.MaxPolicies
 // (default 1000) distinct policy names get series of their own, and as many
 // breaker names; later ones are counted under "other". A policy has 10
-// series and 3 histograms (allow, acquire, release: 13 series each with
-// the default 11 buckets, and a native histogram), so the observer holds
-// at most about 50 series a policy: some 50,000 at the default bound.
+// series and 3 histograms (allow, acquire, release: 14 series each with
+// the default 11 buckets, +Inf, _sum and _count, and a native histogram),
+// so the observer holds at most 52 series a policy: some 52,000 at the
+// default bound.
 //
 // # Cost
 //

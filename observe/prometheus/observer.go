@@ -209,6 +209,9 @@ func (o *Observer) series(policy string) *series {
 // resolve adds policy's children, or returns Other's when MaxPolicies
 // names already have their own.
 func (o *Observer) resolve(policy string) *series {
+	// A label value must be UTF-8 (client_golang panics otherwise): a
+	// Limiter's policy names are checked, a hook's are the application's.
+	policy = strings.ToValidUTF8(policy, "\uFFFD")
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := *o.policies.Load()

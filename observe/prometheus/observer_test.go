@@ -164,6 +164,15 @@ func TestBreakerStates(t *testing.T) {
 	if got := testutil.ToFloat64(o.fallback.WithLabelValues("p")); got != 0 {
 		t.Errorf("fallback after leaving = %v", got)
 	}
+	// So are the policy names given to the hooks (a Limiter's are checked).
+	o.SetFallbackActive("p\xff\xfe", true)
+	o.DenyCacheHit("p\xff")
+	if got := testutil.ToFloat64(o.fallback.WithLabelValues("p\uFFFD")); got != 1 {
+		t.Errorf("a fallback of a policy named %q = %v; want 1", "p\xff\xfe", got)
+	}
+	if got := testutil.ToFloat64(o.denyHits.WithLabelValues("p\uFFFD")); got != 1 {
+		t.Errorf("deny-cache hits of a policy named %q = %v; want 1", "p\xff", got)
+	}
 }
 
 func TestStoreCollectorRejectsAStoreThatReportsNothing(t *testing.T) {
