@@ -35,7 +35,8 @@ const (
 // FleetOptions configures a Fleet.
 type FleetOptions struct {
 	// Size is the fleet's size when no heartbeat has been read: fixed
-	// when Store is nil, the first guess otherwise. Zero means 1.
+	// when Store is nil, the first guess otherwise. Zero means 1; at most
+	// 65,536.
 	Size int
 	// Store, when set, receives each instance's heartbeats (one key,
 	// updated atomically), and the fleet is counted from them while the
@@ -83,8 +84,8 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Size < 0 {
-		return nil, fmt.Errorf("sluice: FleetOptions.Size must not be negative, got %d", o.Size)
+	if o.Size < 0 || o.Size > maxInstances {
+		return nil, fmt.Errorf("sluice: FleetOptions.Size must be from 0 to %d, got %d", maxInstances, o.Size)
 	}
 	o.Size = max(o.Size, 1)
 	if o.Prefix == "" {

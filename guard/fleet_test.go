@@ -224,11 +224,13 @@ func TestFleetBadInput(t *testing.T) {
 		{Interval: time.Second, Expiry: 1500 * time.Millisecond}, // counted out between its own beats
 		{Expiry: -time.Second},                                   //
 		{Expiry: 31 * 24 * time.Hour},                            //
+		{Size: math.MaxInt},                                      // Limit·k/Size would overflow
+		{Size: 65_537},                                           //
 	} {
 		o.Store = memory.New(nil)
 		if f, err := guard.NewFleet(&o); err == nil {
 			_ = f.Close()
-			t.Errorf("NewFleet took Interval %v, Expiry %v", o.Interval, o.Expiry)
+			t.Errorf("NewFleet took Interval %v, Expiry %v, Size %d", o.Interval, o.Expiry, o.Size)
 		}
 	}
 }
