@@ -374,3 +374,30 @@ func TestForgottenScopeKeepsCountsRight(t *testing.T) {
 		t.Fatalf("the new scope has %d in flight, learned %v; want 0, false: the old request's answer belongs to the old scope", fresh.inflight, fresh.learned)
 	}
 }
+
+// A shadow limit never refuses, and a client that honours the limits it is
+// told must not refuse for it either: the door announces no shadow layer,
+// so a FailFast Transport sends every request of a run the shadow limit
+// would have refused.
+func TestAShadowLimitHoldsNoRequest(t *testing.T) {
+	st := memory.New(nil)
+	t.Cleanup(func() { st.Close() })
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "dark", Limit: 2, Window: time.Minute},
+		Algorithm: algorithm.GCRA{}, Store: st, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := nethttp.New(nethttp.Config{Layers: []nethttp.Layer{{Limiter: l}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })))
+	t.Cleanup(srv.Close)
+	c := &http.Client{Transport: &Transport{FailFast: true}}
+	for i := range 6 {
+		code, err := get(t, c, srv.URL)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("request %d under a shadow limit of 2/min: %d, %v; want 200, sent", i, code, err)
+		}
+	}
+}

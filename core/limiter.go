@@ -260,6 +260,10 @@ func (l *Limiter) Policy() Policy { return l.p }
 // Algorithm returns the limiter's algorithm.
 func (l *Limiter) Algorithm() Algorithm { return l.alg }
 
+// Shadow reports whether the limiter is in shadow mode (Config.Shadow):
+// it never refuses, so the doors announce none of its fields.
+func (l *Limiter) Shadow() bool { return l.cfg.Shadow }
+
 // Quota is the most units one call may ask for (Decision.Limit).
 func (l *Limiter) Quota() int64 { return l.quota }
 

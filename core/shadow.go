@@ -10,8 +10,10 @@ package core
 // Allowed, no RetryAfter and no Delay, the Limit and ResetAfter the store
 // decided, and Remaining as it stands (zero, or less than the request's
 // cost). An HTTP adapter therefore answers as it does for any admission: no
-// 429, no Retry-After; its RateLimit fields (when it writes them) show the
-// policy with the remaining count, as for the last request a quota admits.
+// 429, no Retry-After. The HTTP and gRPC doors announce no RateLimit or
+// RateLimit-Policy item of a shadow layer (Limiter.Shadow): a client that
+// honours them would otherwise hold the requests the limit is not to
+// refuse, which would enforce it.
 // A shadow concurrency limiter (Acquire) returns a Lease that holds no slot:
 // its Release touches nothing.
 //

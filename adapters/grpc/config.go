@@ -133,6 +133,7 @@ type layer struct {
 	weight int64
 	cost   CostFunc
 	item   string // the policy name as a structured-field String
+	shadow bool   // the limiter is in shadow mode: no fields
 	// violation is the google.rpc.QuotaFailure detail of a refusal.
 	violation *errdetails.QuotaFailure
 }
@@ -160,6 +161,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		names[pol.Name] = true
 		ly := layer{lim: l.Limiter, name: pol.Name, quota: l.Limiter.Quota(), key: l.Key, weight: l.Weight, cost: l.Cost}
 		_, ly.leaser = l.Limiter.Algorithm().(core.Leaser)
+		ly.shadow = l.Limiter.Shadow()
 		switch {
 		case ly.leaser && (l.Weight != 0 || l.Cost != nil):
 			return nil, fmt.Errorf("sluicegrpc: Layers[%d] (%s) is a concurrency limit: each call holds one lease, so Weight and Cost must be unset", i, pol.Name)
@@ -176,10 +178,12 @@ func NewPolicy(cfg Config) (*Policy, error) {
 			Subject:     pol.Name,
 			Description: violationText(&pol, ly.leaser),
 		}}}
-		if i > 0 {
-			field.WriteString(", ")
+		if !ly.shadow { // a shadow layer never refuses: announcing it would make clients wait for it
+			if field.Len() > 0 {
+				field.WriteString(", ")
+			}
+			fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		}
-		fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		p.layers = append(p.layers, ly)
 	}
 	p.policyField = field.String()

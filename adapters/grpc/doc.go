@@ -90,7 +90,9 @@
 // (a later layer refused the call) shows r with the units its refund gave
 // back, and the decision's t, which a refund can only make later than the
 // key's reset, never earlier. A decision the failure policy made
-// (Degraded) gets no ratelimit item.
+// (Degraded) gets no ratelimit item, and a layer in shadow mode
+// (core.Config.Shadow) no item in either field: it never refuses, and a
+// client that honours the fields would hold calls for it.
 //
 // A refused call gets codes.ResourceExhausted, its handler never runs, and
 // its status carries two standard details: a google.rpc.RetryInfo whose

@@ -55,7 +55,7 @@ func (p *Policy) fields(outs []outcome) metadata.MD {
 	b := buf[:0]
 	for i := range outs {
 		o := &outs[i]
-		if o.d.Degraded {
+		if o.d.Degraded || o.layer.shadow {
 			continue
 		}
 		if len(b) > 0 {
@@ -68,6 +68,9 @@ func (p *Policy) fields(outs []outcome) metadata.MD {
 		b = strconv.AppendInt(b, seconds(o.d.ResetAfter), 10)
 	}
 	if len(b) == 0 {
+		if p.policyField == "" { // every layer is in shadow mode
+			return nil
+		}
 		return metadata.MD{MetadataRateLimitPolicy: {p.policyField}}
 	}
 	// Both values share one backing array, each capped so that an append

@@ -469,3 +469,29 @@ func TestPolicyNotMadeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A shadow layer never refuses, and the call announces nothing of it: a
+// client that honours the fields would otherwise hold the calls the limit
+// is not to refuse. Beside an enforced layer, only that one is announced.
+func TestShadowLayerIsNotAnnounced(t *testing.T) {
+	st := memStore(t, nil)
+	dark := newLimiter(t, core.Config{Policy: core.Policy{Name: "dark", Limit: 1, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: st, Shadow: true})
+	lit := newLimiter(t, core.Config{Policy: core.Policy{Name: "lit", Limit: 10, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: st})
+	for _, layers := range [][]sluicegrpc.Layer{{{Limiter: dark}}, {{Limiter: dark}, {Limiter: lit}}} {
+		p, err := sluicegrpc.NewPolicy(sluicegrpc.Config{Layers: layers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := servePolicy(t, &service{}, p)
+		for i := range 3 {
+			r := unary(t, c, callCtx(t), &testpb.SimpleRequest{})
+			if r.err != nil {
+				t.Fatalf("%d layers, call %d: %v; want admitted", len(layers), i, r.err)
+			}
+			rl, pol := one(r.header, sluicegrpc.MetadataRateLimit), one(r.header, sluicegrpc.MetadataRateLimitPolicy)
+			if strings.Contains(rl+pol, "dark") || (len(layers) == 2) != strings.HasPrefix(pol, `"lit";q=10`) || (len(layers) == 2) != strings.HasPrefix(rl, `"lit";r=`) {
+				t.Fatalf("%d layers, call %d: ratelimit %q, ratelimit-policy %q; want the lit layer alone", len(layers), i, rl, pol)
+			}
+		}
+	}
+}

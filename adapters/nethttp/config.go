@@ -161,6 +161,7 @@ type layer struct {
 	name   string
 	quota  int64
 	leaser bool
+	shadow bool // the limiter is in shadow mode: no fields
 	key    KeyFunc
 	weight int64
 	cost   CostFunc
@@ -209,6 +210,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		names[pol.Name] = true
 		ly := layer{lim: l.Limiter, name: pol.Name, quota: l.Limiter.Quota(), key: l.Key, weight: l.Weight, cost: l.Cost}
 		_, ly.leaser = l.Limiter.Algorithm().(core.Leaser)
+		ly.shadow = l.Limiter.Shadow()
 		switch {
 		case ly.leaser && (l.Weight != 0 || l.Cost != nil):
 			return nil, fmt.Errorf("sluice/nethttp: Layers[%d] (%s) is a concurrency limit: each request holds one lease, so Weight and Cost must be unset", i, pol.Name)
@@ -223,10 +225,12 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		ly.item = `"` + pol.Name + `"`
 		ly.tooMany = problemBody(quotaExceeded, pol.Name, "")
 		ly.unavailable = problemBody(reducedCapacity, pol.Name, "The rate limit could not be checked.")
-		if field.Len() > 0 {
-			field.WriteString(", ")
+		if !ly.shadow { // a shadow layer never refuses: announcing it would make clients wait for it
+			if field.Len() > 0 {
+				field.WriteString(", ")
+			}
+			fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		}
-		fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
 		p.layers = append(p.layers, ly)
 	}
 	p.policyField = field.String()

@@ -94,7 +94,9 @@
 // it has now); its t stays the decision's, which a refund can only make
 // later than the key's reset, never earlier. A decision
 // the failure policy made (Degraded) gets no RateLimit item: nothing is
-// known about the quota. The legacy X-RateLimit-Limit, -Remaining and
+// known about the quota. A layer in shadow mode (core.Config.Shadow) gets
+// no item in either field: it never refuses, and a client that honours the
+// fields would hold requests for it. The legacy X-RateLimit-Limit, -Remaining and
 // -Reset (delta seconds) describe the most constrained layer and are
 // written only with Config.LegacyHeaders.
 //
