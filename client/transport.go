@@ -25,7 +25,9 @@
 //
 // The Transport never retries a request that is not idempotent (RFC 9110:
 // GET, HEAD, OPTIONS, TRACE, PUT, DELETE); an idempotent one is retried after
-// a 429 only when Retries allows it and its body can be replayed.
+// a 429, or a 503 that carries Retry-After, only when Retries allows it and
+// its body can be replayed. A 503 without Retry-After is returned at once:
+// nobody knows when the server is back.
 //
 // The server's t and Retry-After are whole seconds, rounded up by a Sluice
 // server, so the Transport errs late, never early: against a limit it is
@@ -92,8 +94,9 @@ type Transport struct {
 	// means never wait (the same as FailFast).
 	MaxWait time.Duration
 	// Retries is how many times an idempotent request whose body can be
-	// replayed is sent again after a 429, each after the wait the response
-	// asked for (within MaxWait). Zero means never: the 429 is returned.
+	// replayed is sent again after a 429 or a 503 with Retry-After, each
+	// after the wait the response asked for (within MaxWait). Zero means
+	// never: the 429 or 503 is returned.
 	Retries int
 	// Scope names the quota a request draws on. Nil means its URL's host
 	// (with port): every policy a server reports applies to every request

@@ -401,3 +401,30 @@ func TestAShadowLimitHoldsNoRequest(t *testing.T) {
 		}
 	}
 }
+
+// A 503 that says when to come back (Retry-After) is retried as a 429 is,
+// within Retries; one that does not is returned at once: nobody knows when
+// the server is back.
+func TestRetriesAfterA503ThatSaysWhen(t *testing.T) {
+	for _, withRA := range []bool{true, false} {
+		var hits atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hits.Add(1) == 1 {
+				if withRA {
+					w.Header().Set("Retry-After", "1")
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}))
+		hc := &http.Client{Transport: &Transport{Retries: 2}}
+		code, err := get(t, hc, srv.URL)
+		srv.Close()
+		want, wantHits := http.StatusOK, int64(2)
+		if !withRA {
+			want, wantHits = http.StatusServiceUnavailable, 1
+		}
+		if err != nil || code != want || hits.Load() != wantHits {
+			t.Errorf("503 with Retry-After %v: %d, %v after %d sends; want %d after %d", withRA, code, err, hits.Load(), want, wantHits)
+		}
+	}
+}
