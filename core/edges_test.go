@@ -332,3 +332,29 @@ func TestZeroValuesAreErrors(t *testing.T) {
 		t.Errorf("Settle on a refused reservation: %v, want ErrNoReservation", err)
 	}
 }
+
+// A typed-nil Algorithm (a nil *algorithm.GCRA in an interface) is an
+// error of the constructor that takes it, as a typed-nil Store is, never a
+// panic there or at the first decision.
+func TestTypedNilAlgorithmIsAnError(t *testing.T) {
+	var gcra *algorithm.GCRA
+	var cal *algorithm.Calendar
+	for _, alg := range []core.Algorithm{gcra, cal} {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("%T: a constructor panicked: %v", alg, v)
+				}
+			}()
+			if _, err := core.New(core.Config{Policy: core.PerSecond("p", 1), Algorithm: alg, Store: memory.New(nil)}); err == nil {
+				t.Errorf("New took a nil %T", alg)
+			}
+			if _, err := core.NewLimits(core.Limit{Policy: core.PerSecond("p", 1), Algorithm: alg}); !errors.Is(err, core.ErrInvalidPolicy) {
+				t.Errorf("NewLimits with a nil %T: %v; want ErrInvalidPolicy", alg, err)
+			}
+			if _, err := core.NewTiers(map[string][]core.Limit{"free": {{Policy: core.PerSecond("p", 1), Algorithm: alg}}}, "free", nil); err == nil {
+				t.Errorf("NewTiers took a nil %T", alg)
+			}
+		}()
+	}
+}

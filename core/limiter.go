@@ -164,7 +164,7 @@ type Limiter struct {
 
 // New validates cfg and returns a Limiter.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.Algorithm == nil {
+	if store.IsNil(cfg.Algorithm) {
 		return nil, errors.New("sluice: Config.Algorithm is nil")
 	}
 	if store.IsNil(cfg.Store) {

@@ -80,7 +80,7 @@ func NewLimits(limits ...Limit) (*Limits, error) {
 	s := &Limits{ls: make([]limit, len(limits))}
 	scripted := true
 	for i, lm := range limits {
-		if lm.Algorithm == nil {
+		if store.IsNil(lm.Algorithm) {
 			return nil, fmt.Errorf("%w: limit %d (%q) has no Algorithm", ErrInvalidPolicy, i, lm.Policy.Name)
 		}
 		if err := lm.Policy.Validate(); err != nil {

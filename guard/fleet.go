@@ -232,7 +232,7 @@ func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
 	if fleet == nil || fleet.id == 0 {
 		return nil, errors.New("sluice: FleetFallback needs a Fleet made by NewFleet")
 	}
-	if cfg.Algorithm == nil {
+	if store.IsNil(cfg.Algorithm) {
 		return nil, errors.New("sluice: Config.Algorithm is nil")
 	}
 	if _, ok := cfg.Algorithm.(core.Leaser); ok {
@@ -298,7 +298,7 @@ func PreFilter(cfg core.Config, fleet *Fleet, headroom int) (*core.Limiter, erro
 	if headroom == 0 {
 		headroom = DefaultHeadroom
 	}
-	if cfg.Algorithm == nil {
+	if store.IsNil(cfg.Algorithm) {
 		return nil, errors.New("sluice: Config.Algorithm is nil")
 	}
 	if _, ok := cfg.Algorithm.(core.Leaser); ok {

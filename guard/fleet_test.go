@@ -256,3 +256,20 @@ func TestFleetBeatAfterCloseWritesNothing(t *testing.T) {
 		t.Errorf("a second Close: %v", err)
 	}
 }
+
+func TestFleetLimitersRefuseATypedNilAlgorithm(t *testing.T) {
+	var gcra *algorithm.GCRA
+	cfg := core.Config{Policy: core.PerSecond("p", 10), Algorithm: gcra, Store: memory.New(nil)}
+	f := newFleet(t, &guard.FleetOptions{Size: 2})
+	defer func() {
+		if v := recover(); v != nil {
+			t.Fatalf("a constructor panicked: %v", v)
+		}
+	}()
+	if _, err := guard.FleetFallback(cfg, f); err == nil {
+		t.Error("FleetFallback took a nil *algorithm.GCRA")
+	}
+	if _, err := guard.PreFilter(cfg, f, 0); err == nil {
+		t.Error("PreFilter took a nil *algorithm.GCRA")
+	}
+}

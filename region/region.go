@@ -159,7 +159,7 @@ func New(cfg Config) (*Region, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Limiter.Algorithm == nil {
+	if store.IsNil(cfg.Limiter.Algorithm) {
 		return nil, errors.New("region: Limiter.Algorithm is nil")
 	}
 	if _, ok := cfg.Limiter.Algorithm.(core.Leaser); ok {

@@ -322,6 +322,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad policy", func(c *region.Config) { c.Limiter.Policy.Limit = 0 }},
 		{"leases", func(c *region.Config) { c.Limiter.Algorithm = algorithm.Concurrency{} }},
 		{"unknown mode", func(c *region.Config) { c.Mode = 7 }},
+		{"typed-nil algorithm", func(c *region.Config) { var g *algorithm.GCRA; c.Limiter.Algorithm = g }},
 		{"static share of zero", func(c *region.Config) {
 			c.Mode = region.Static
 			c.Limiter.Policy.Limit = 2

@@ -58,8 +58,9 @@ type ClockSkewer interface {
 // IsNil reports whether s is nil, or an interface holding a nil pointer
 // (a store variable of a concrete type that was never built): a
 // constructor that takes a Store rejects both, where the second would
-// otherwise pass a nil check and panic at the first call.
-func IsNil(s Store) bool {
+// otherwise pass a nil check and panic at the first call. It takes any
+// value, so that the constructors check an Algorithm the same way.
+func IsNil(s any) bool {
 	if s == nil {
 		return true
 	}
