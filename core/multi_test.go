@@ -207,3 +207,31 @@ func TestMultiReset(t *testing.T) {
 		t.Errorf("Reset on a store that cannot delete: %v; want ErrUnsupported", err)
 	}
 }
+
+// unscripted is an algorithm with no multi-limit script (a user's own).
+type unscripted struct{ core.Algorithm }
+
+func (u unscripted) Name() string { return "unscripted" }
+
+// TestTiersKeepOnePath: on a script store, a set of limits with one that
+// has no multi-limit script is decided on the one-item path, whose keys
+// differ from the script path's; a table whose tiers would take different
+// paths is refused, since a tenant moved between them would not keep its
+// counters. So is a Set that would change the path.
+func TestTiersKeepOnePath(t *testing.T) {
+	minute := core.Limit{Policy: core.PerMinute("minute", 10), Algorithm: algorithm.GCRA{}}
+	custom := core.Limit{Policy: core.PerMinute("custom", 10), Algorithm: unscripted{algorithm.FixedWindow{}}}
+	if _, err := core.NewTiers(map[string][]core.Limit{"free": {minute}, "pro": {minute, custom}}, "free", nil); !errors.Is(err, core.ErrInvalidPolicy) {
+		t.Fatalf("tiers on two paths: %v; want ErrInvalidPolicy", err)
+	}
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {minute}, "pro": {minute}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tiers.Set(map[string][]core.Limit{"free": {minute, custom}}); !errors.Is(err, core.ErrInvalidPolicy) {
+		t.Fatalf("a Set that moves every tier to the other path: %v; want ErrInvalidPolicy", err)
+	}
+	if _, err := core.NewTiers(map[string][]core.Limit{"free": {custom}, "pro": {minute, custom}}, "free", nil); err != nil {
+		t.Fatalf("every tier on the one-item path: %v", err)
+	}
+}

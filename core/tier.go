@@ -32,7 +32,11 @@ type TierResolver func(ctx context.Context, identity string) (string, error)
 // limits' states live starts fresh there.
 // So every limit of one name has, in every tier and in every table Set
 // installs, the same algorithm and the same Window (Set refuses a table
-// that changes either: give such a limit a new name); Limit, Burst and
+// that changes either: give such a limit a new name), and every tier holds
+// a limit whose algorithm has no multi-limit script (a MultiScripted
+// algorithm; all of package algorithm's rate algorithms are), or none
+// does: a script store keeps such a set in one item, under other keys
+// (NewTiers and Set refuse a table that mixes them). Limit, Burst and
 // MaxDelay may differ. A limit whose Limit (or Burst) changes applies the
 // new value to the state as it stands:
 //
@@ -62,6 +66,10 @@ type tierTable struct {
 	sets  map[string]*Limits
 	names []string
 	kinds map[string]limitKind // limit name → what may not change
+	// scripted is whether the sets share the multi-limit script (every
+	// tier's, and every table's that Set installs): on a script store the
+	// script's keys (one per limit) and the one-item path's differ.
+	scripted bool
 }
 
 type limitKind struct {
@@ -93,7 +101,7 @@ func (t *Tiers) Set(table map[string][]Limit) error {
 		if old == nil {
 			return errTiersNotMade
 		}
-		tt, err := buildTiers(table, t.def, old.kinds)
+		tt, err := buildTiers(table, t.def, old)
 		if err != nil {
 			return err
 		}
@@ -103,15 +111,25 @@ func (t *Tiers) Set(table map[string][]Limit) error {
 	}
 }
 
-func buildTiers(table map[string][]Limit, def string, prev map[string]limitKind) (*tierTable, error) {
+func buildTiers(table map[string][]Limit, def string, prev *tierTable) (*tierTable, error) {
 	if _, ok := table[def]; !ok {
 		return nil, fmt.Errorf("%w: the default tier %q is not in the table", ErrInvalidPolicy, def)
 	}
 	tt := &tierTable{sets: make(map[string]*Limits, len(table)), kinds: map[string]limitKind{}}
-	for k, v := range prev {
-		tt.kinds[k] = v
+	pathOf := ""
+	if prev != nil {
+		for k, v := range prev.kinds {
+			tt.kinds[k] = v
+		}
+		tt.scripted, pathOf = prev.scripted, "the table in use"
 	}
-	for name, limits := range table {
+	names := make([]string, 0, len(table))
+	for name := range table {
+		names = append(names, name)
+	}
+	sort.Strings(names) // so that an error names the same tiers every time
+	for _, name := range names {
+		limits := table[name]
 		if name == "" {
 			return nil, fmt.Errorf("%w: a tier has an empty name", ErrInvalidPolicy)
 		}
@@ -128,10 +146,19 @@ func buildTiers(table map[string][]Limit, def string, prev map[string]limitKind)
 			}
 			tt.kinds[l.p.Name] = k
 		}
+		if scripted := ls.script != nil; pathOf == "" {
+			tt.scripted, pathOf = scripted, fmt.Sprintf("tier %q", name)
+		} else if scripted != tt.scripted {
+			one, other := fmt.Sprintf("tier %q", name), pathOf
+			if scripted {
+				one, other = other, one
+			}
+			return nil, fmt.Errorf("%w: %s has a limit whose algorithm has no multi-limit script (MultiScripted) and %s has none: on a script store the two are kept under different keys, so a tenant moved between them would not keep its counters; give every tier such a limit, or none",
+				ErrInvalidPolicy, one, other)
+		}
 		tt.sets[name] = ls
 		tt.names = append(tt.names, name)
 	}
-	sort.Strings(tt.names)
 	return tt, nil
 }
 
