@@ -473,7 +473,7 @@ func (l *Limiter) do(ctx context.Context, key store.Key, op int64, n int64, leas
 	if l.runner != nil {
 		args := NewScriptArgs(&l.p, 0, n)
 		if l.cfg.Clock != nil {
-			args.Now = l.cfg.Clock.Now().UnixMicro()
+			args.Now = scriptNow(l.cfg.Clock.Now().UnixMicro())
 		}
 		args.Lease, args.Op = lease, op
 		r, err := l.runner.RunScript(ctx, l.script, key, args)

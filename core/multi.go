@@ -452,7 +452,7 @@ func (m *Multi) script(ctx context.Context, identity string, limits *Limits, n i
 	hint := m.now()
 	var now int64
 	if m.cfg.Clock != nil {
-		now = hint
+		now = scriptNow(hint)
 	}
 	b.args = append(b.args[:0], now, int64(len(limits.ls)))
 	for i := range limits.ls {

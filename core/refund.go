@@ -151,7 +151,7 @@ func (l *Limiter) chargeScript(ctx context.Context, key store.Key, n int64, ms M
 	hint := l.now()
 	var now int64
 	if l.cfg.Clock != nil {
-		now = hint
+		now = scriptNow(hint)
 	}
 	var argBuf [13]int64
 	var replyBuf [7]int64
@@ -192,7 +192,7 @@ func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error
 		mr, _ := l.cfg.Store.(store.MultiScriptRunner)
 		var now int64
 		if l.cfg.Clock != nil {
-			now = l.now()
+			now = scriptNow(l.now())
 		}
 		var argBuf [15]int64
 		args := append(ms.AppendMultiArgs(append(argBuf[:0], now, 1, r.at), &l.p, r.at, n), r.mark)
@@ -318,7 +318,7 @@ func (m *Multi) refund(ctx context.Context, r *Receipt, n int64) (int64, error) 
 		keys := make([]store.Key, len(ls.ls))
 		var now int64
 		if m.cfg.Clock != nil {
-			now = m.now()
+			now = scriptNow(m.now())
 		}
 		args := []int64{now, int64(len(ls.ls)), r.at}
 		for i := range ls.ls {

@@ -12,6 +12,17 @@ func NewScriptArgs(p *Policy, now, n int64) store.ScriptArgs {
 	}
 }
 
+// scriptNow is the now a script is sent for a Limiter's own clock's
+// reading t: a script reads a now of 0 as "the server's clock", so a
+// clock at or before the Unix epoch (a test's) is sent as -1, which the
+// script clamps to 0, as the Go steps clamp t.
+func scriptNow(t int64) int64 {
+	if t <= 0 {
+		return -1
+	}
+	return t
+}
+
 // ScriptDecision converts a script's reply to a Decision.
 func ScriptDecision(r store.ScriptResult) Decision {
 	return Decision{

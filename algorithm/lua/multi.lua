@@ -57,7 +57,10 @@ end
 local proxy = {call = rec(redis.call), pcall = rec(redis.pcall)}
 
 local out, all = {}, true
-local snow = string.format('%d', now)
+-- Each twin reads its own now: the one read here, which a twin would take
+-- for "the server's TIME" if it were 0 (a clock at the epoch): -1 clamps
+-- to the same 0.
+local snow = now == 0 and '-1' or string.format('%d', now)
 local argv = {snow, '', '', '', '', '', '', '', '0', '0', '', '', '', ''}
 local ks = {''}
 for i = 1, k do

@@ -72,7 +72,9 @@ local cutoff = eff - window
 -- live units in the window, base units before them; first is the rank of
 -- the oldest live member (nil when none is live).
 local live, base, first = 0, 0, nil
-if last > cutoff then
+-- last is -1 for an absent key, which a cutoff below 0 (a clock within W
+-- of the epoch) must not take for a live member.
+if last >= 0 and last > cutoff then
 	local oldest = redis.call('ZRANGEBYSCORE', key, '(' .. int(cutoff), '+inf', 'LIMIT', 0, 1)
 	local c, k = parse(oldest[1])
 	if c and c <= cum then
