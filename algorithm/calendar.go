@@ -84,7 +84,10 @@ func (c Calendar) loc() *time.Location {
 }
 
 // start returns the first instant of the period that is off periods after
-// the one holding date y-m-d.
+// the one holding date y-m-d: the first instant whose date, in Location,
+// is that period's first date or later. A date the zone skips entirely
+// (Pacific/Apia's 2011-12-30) has no instant, so its period starts where
+// the next one does: it is empty, and Bounds steps over it.
 func (c Calendar) start(y int, m time.Month, d, off int) int64 {
 	loc := c.loc()
 	if c.Period == Month {
@@ -92,20 +95,21 @@ func (c Calendar) start(y int, m time.Month, d, off int) int64 {
 	} else {
 		d += off
 	}
-	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
-	// Noon names the day (normalized), whatever the zone does at midnight.
-	wy, wm, wd := time.Date(y, m, d, 12, 0, 0, 0, loc).Date()
-	if ty, tm, td := t.Date(); ty == wy && tm == wm && td == wd {
+	// The date itself, normalized without a zone (June 31 is July 1).
+	wy, wm, wd := time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date()
+	want := civil(wy, wm, wd)
+	t := time.Date(wy, wm, wd, 0, 0, 0, 0, loc)
+	if civil(t.Date()) == want {
 		return t.UnixMicro()
 	}
 	// Midnight does not exist that day (the clock jumps from 23:59:59 to
-	// 01:00) and time.Date chose an instant of the day before: the period
-	// starts at the first instant of the day, found by bisection (a zone's
-	// jump is at most a few hours).
-	lo, hi := t.UnixMicro(), t.Add(4*time.Hour).UnixMicro()
+	// 01:00), or the whole date does not, and time.Date chose an instant of
+	// another date: the period starts at the first instant of a date on or
+	// after it, found by bisection (a zone's jump is at most a day).
+	lo, hi := t.Add(-36*time.Hour).UnixMicro(), t.Add(36*time.Hour).UnixMicro()
 	for lo+1 < hi {
 		mid := lo + (hi-lo)/2
-		if my, mm, md := time.UnixMicro(mid).In(loc).Date(); my == wy && mm == wm && md == wd {
+		if civil(time.UnixMicro(mid).In(loc).Date()) >= want {
 			hi = mid
 		} else {
 			lo = mid
@@ -114,9 +118,14 @@ func (c Calendar) start(y int, m time.Month, d, off int) int64 {
 	return hi
 }
 
+// civil orders dates.
+func civil(y int, m time.Month, d int) int { return y*10000 + int(m)*100 + d }
+
 // Bounds returns the start of the period that holds now (µs since the
 // epoch) and the starts of the periods around it: prev < start <= now <
-// next < after.
+// next < after. An empty period (a date the zone skips) is none of them.
+// A period that began before the epoch starts at 0, where the steps clamp
+// the clock (its prev is then -1).
 func (c Calendar) Bounds(now int64) (prev, start, next, after int64) {
 	t := time.UnixMicro(now).In(c.loc())
 	y, m, d := t.Date()
@@ -132,7 +141,21 @@ func (c Calendar) Bounds(now int64) (prev, start, next, after int64) {
 			break
 		}
 	}
-	return c.start(y, m, d, off-1), c.start(y, m, d, off), c.start(y, m, d, off+1), c.start(y, m, d, off+2)
+	start, next = c.start(y, m, d, off), c.start(y, m, d, off+1)
+	prev, after = c.start(y, m, d, off-1), c.start(y, m, d, off+2)
+	for k := off - 2; prev >= start && k > off-4; k-- {
+		prev = c.start(y, m, d, k)
+	}
+	for k := off + 3; after <= next && k < off+5; k++ {
+		after = c.start(y, m, d, k)
+	}
+	if start < 0 {
+		start = 0
+	}
+	if prev >= start {
+		prev = start - 1
+	}
+	return prev, start, next, after
 }
 
 const calState = 16

@@ -67,6 +67,69 @@ func TestCalendarBounds(t *testing.T) {
 	}
 }
 
+// A zone that skips a whole date (Pacific/Apia went from 2011-12-29 to
+// 2011-12-31) has no period for it: the day before is one period, up to
+// the first instant of the day after, and the periods around it still
+// tile time. So does a period that began before the epoch (1970-01-01 in
+// Berlin began at 23:00 UTC the day before): it starts at 0, where the
+// steps clamp the clock, and its count holds.
+func TestCalendarSkippedDateAndTheEpoch(t *testing.T) {
+	hour := int64(time.Hour / time.Microsecond)
+	for _, zone := range []string{"Pacific/Apia", "Pacific/Kwajalein", "Pacific/Kiritimati", "Pacific/Fakaofo"} {
+		loc := loadLoc(t, zone)
+		c := Calendar{Day, loc}
+		from := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+		for now := from; now < time.Date(2013, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(); now += hour - 7 {
+			p, s, e, a := c.Bounds(now)
+			if !(p < s && s <= now && now < e && e < a) {
+				t.Fatalf("%s at %s: bounds %s %s %s %s do not hold now", zone, time.UnixMicro(now).In(loc),
+					time.UnixMicro(p).In(loc), time.UnixMicro(s).In(loc), time.UnixMicro(e).In(loc), time.UnixMicro(a).In(loc))
+			}
+			if e-s > 25*hour {
+				t.Fatalf("%s at %s: a day of %s", zone, time.UnixMicro(now).In(loc), core.Micros(e-s))
+			}
+			if _, s2, e2, _ := c.Bounds(e); s2 != e || e2 != a {
+				t.Fatalf("%s at %s: the next period does not start where this one ends", zone, time.UnixMicro(now).In(loc))
+			}
+			if got := time.UnixMicro(s).In(loc); got.Hour() > 1 {
+				t.Fatalf("%s: a period starts at %s", zone, got)
+			}
+		}
+	}
+	apia := loadLoc(t, "Pacific/Apia")
+	p := &core.Policy{Name: "day", Limit: 10, Window: 24 * time.Hour}
+	c := Calendar{Day, apia}
+	var state []byte
+	admitted := 0
+	for _, at := range []time.Time{time.Date(2011, 12, 29, 0, 30, 0, 0, apia), time.Date(2011, 12, 29, 5, 0, 0, 0, apia), time.Date(2011, 12, 29, 23, 0, 0, 0, apia)} {
+		for range 10 {
+			next, _, d := c.Step(state, at.UnixMicro(), 1, p)
+			if d.Allowed {
+				admitted++
+				state = append(state[:0], next...)
+			}
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("Apia, 2011-12-29: %d admitted over the day under 10 a day", admitted)
+	}
+
+	berlin := loadLoc(t, "Europe/Berlin")
+	c, state, admitted = Calendar{Day, berlin}, nil, 0
+	for _, at := range []time.Time{time.Date(1970, 1, 1, 0, 30, 0, 0, berlin), time.Date(1970, 1, 1, 9, 0, 0, 0, berlin)} {
+		for range 10 {
+			next, _, d := c.Step(state, at.UnixMicro(), 1, p)
+			if d.Allowed {
+				admitted++
+				state = append(state[:0], next...)
+			}
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("Berlin, 1970-01-01: %d admitted over the day under 10 a day", admitted)
+	}
+}
+
 // TestCalendarStep: the quota holds per period and resets exactly at the
 // period's end; a state of an earlier period reads as fresh; a lowered
 // limit refuses what the period already spent.
