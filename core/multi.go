@@ -258,7 +258,8 @@ func (m *Multi) Allow(ctx context.Context, identity string, limits *Limits, stat
 // Errors: ErrInvalidInput for an empty identity, a nil limits or n outside
 // 1..limits.Quota() (nothing is written); ErrUnavailable when the store
 // could not decide and Failure is FailClosed; ctx.Err() when ctx ends
-// first.
+// first (on a store that waits: an in-process store, which never does,
+// decides whatever ctx, as Limiter.AllowN does).
 func (m *Multi) AllowN(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, error) {
 	d, states, _, err := m.allow(ctx, identity, limits, n, states)
 	return d, states, err
