@@ -358,3 +358,53 @@ func TestTypedNilAlgorithmIsAnError(t *testing.T) {
 		}()
 	}
 }
+
+// A Reset gives an identity's quota back by hand; a receipt of a charge
+// made before it must not then give its units into the state after it,
+// where later charges took them: a refund after a Reset of the same
+// Limiter (or Multi) refunds nothing, and the window holds its limit.
+func TestRefundAfterResetGivesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []core.Algorithm{algorithm.FixedWindow{}, algorithm.GCRA{}, algorithm.SlidingCounter{}, algorithm.TokenBucket{}} {
+		l, err := core.New(core.Config{Policy: core.Policy{Name: "r", Limit: 10, Window: time.Hour}, Algorithm: alg, Store: memory.New(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rc, err := l.Charge(ctx, "id", 5)
+		if err != nil || rc == nil {
+			t.Fatalf("%s: Charge: %v, %v", alg.Name(), rc, err)
+		}
+		if err := l.Reset(ctx, "id"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if d, err := l.Allow(ctx, "id"); err != nil || !d.Allowed {
+				t.Fatalf("%s: after Reset, call %d: %+v, %v", alg.Name(), i, d, err)
+			}
+		}
+		if k, err := rc.Refund(ctx, 5); k != 0 || !errors.Is(err, core.ErrNotRefunded) {
+			t.Errorf("%s: a refund from before the Reset gave back %d (%v); want ErrNotRefunded", alg.Name(), k, err)
+		}
+		if d, _ := l.Allow(ctx, "id"); d.Allowed {
+			t.Errorf("%s: an 11th admission under a limit of 10 after the Reset", alg.Name())
+		}
+	}
+	m, err := core.NewMulti(core.MultiConfig{Name: "rm", Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := core.MustLimits(core.Limit{Policy: core.Policy{Name: "w", Limit: 10, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}})
+	_, _, rc, err := m.Charge(ctx, "id", ls, 5, nil)
+	if err != nil || rc == nil {
+		t.Fatalf("Multi.Charge: %v, %v", rc, err)
+	}
+	if err := m.Reset(ctx, "id", ls); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		m.Allow(ctx, "id", ls, nil)
+	}
+	if k, err := rc.Refund(ctx, 5); k != 0 || !errors.Is(err, core.ErrNotRefunded) {
+		t.Errorf("Multi: a refund from before the Reset gave back %d (%v); want ErrNotRefunded", k, err)
+	}
+}

@@ -156,6 +156,7 @@ type Limiter struct {
 	deny    *denyCache
 	local   bool
 	ticks   atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
+	resets  atomic.Uint64        // Resets so far: a Receipt from before one refunds nothing
 
 	// step is alg as the store's path steps it: clamped for the store's
 	// clock skew (skew.go).
@@ -512,7 +513,12 @@ func (l *Limiter) now() int64 {
 }
 
 // Reset deletes identity's state, so its next request meets a fresh quota.
-// It returns ErrUnsupported when the store cannot delete.
+// It returns ErrUnsupported when the store cannot delete. It voids every
+// Receipt this Limiter issued before it, whatever its identity (their
+// Refund returns ErrNotRefunded, a Reservation's Settle refunds nothing):
+// their units would go into the state after the Reset, which later
+// charges took. A Reset by another instance cannot void them: refund only
+// what was charged since the last Reset anyone made.
 func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if !l.made() {
 		return errLimiterNotMade
@@ -524,6 +530,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if err != nil {
 		return err
 	}
+	l.resets.Add(1) // before the delete: a charge it may have missed is refunded by nobody
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
 	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})

@@ -195,6 +195,7 @@ type Multi struct {
 	skew   int64 // µs; -1 when the store declares none (no clamp)
 	local  bool
 	dl     *Limiter // holds the shared deadline of each granule (deadline.go)
+	resets atomic.Uint64
 }
 
 // NewMulti validates cfg and returns a Multi.
@@ -310,7 +311,8 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 // whichever path wrote them. It returns ErrUnsupported when the store
 // cannot delete, and an *InputError (ErrInvalidInput) for an empty
 // identity or nil limits; a failed delete is the store's error, after the
-// other keys were tried.
+// other keys were tried. It voids this Multi's earlier receipts, as
+// Limiter.Reset does.
 func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) error {
 	if err := m.checkInput(identity, limits, 1); err != nil { // a unit is within every quota
 		return err
@@ -319,6 +321,7 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	if err != nil {
 		return err
 	}
+	m.resets.Add(1)
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
 	err = d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})

@@ -57,6 +57,7 @@ type Receipt struct {
 	mark     int64   // a Limiter's charge: its algorithm's Mark
 	marks    []int64 // a Multi's: each limit's Mark
 	n        int64
+	resets   uint64 // its Limiter's or Multi's Resets when it charged
 	left     atomic.Int64
 }
 
@@ -65,6 +66,20 @@ func (r *Receipt) N() int64 { return r.n }
 
 // Left is the units that may still be refunded.
 func (r *Receipt) Left() int64 { return r.left.Load() }
+
+// resetSince reports whether the receipt's Limiter or Multi was Reset
+// after it charged (or while it did): the state it charged is gone, and
+// its units would go into the state after the Reset, which later charges
+// took.
+func (r *Receipt) resetSince() bool {
+	switch {
+	case r.l != nil:
+		return r.l.resets.Load() != r.resets
+	case r.m != nil:
+		return r.m.resets.Load() != r.resets
+	}
+	return true // a zero Receipt
+}
 
 // take reserves up to n units of the receipt for a refund.
 func (r *Receipt) take(n int64) int64 {
@@ -87,6 +102,9 @@ func (r *Receipt) take(n int64) int64 {
 // (ErrUnavailable) when it could not decide.
 func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	if r == nil || n < 1 {
+		return 0, ErrNotRefunded
+	}
+	if r.resetSince() {
 		return 0, ErrNotRefunded
 	}
 	k := r.take(n)
@@ -119,6 +137,7 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 	if err := l.check(identity, n); err != nil {
 		return Decision{}, nil, err
 	}
+	resets := l.resets.Load() // before the charge: a Reset during it voids the receipt
 	var start time.Time
 	if l.cfg.Observer != nil {
 		start = time.Now()
@@ -137,7 +156,7 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 	if !charged || err != nil {
 		return d, nil, err
 	}
-	r := &Receipt{l: l, identity: identity, at: at, n: n, mark: l.alg.(Refunder).Mark(d, at, &l.p)}
+	r := &Receipt{l: l, identity: identity, at: at, n: n, mark: l.alg.(Refunder).Mark(d, at, &l.p), resets: resets}
 	r.left.Store(n)
 	return d, r, nil
 }
@@ -284,11 +303,12 @@ func (rm *refundMutation) Apply(state []byte) ([]byte, time.Duration) {
 // Refund gives the units back to every limit (see Limiter.Charge). A
 // refusal or a degraded decision charges nothing and returns no Receipt.
 func (m *Multi) Charge(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, *Receipt, error) {
+	resets := m.resets.Load()
 	d, states, at, err := m.allow(ctx, identity, limits, n, states)
 	if err != nil || !d.Allowed || d.Degraded {
 		return d, states, nil, err
 	}
-	r := &Receipt{m: m, limits: limits, identity: identity, at: at, n: n, marks: make([]int64, len(limits.ls))}
+	r := &Receipt{m: m, limits: limits, identity: identity, at: at, n: n, marks: make([]int64, len(limits.ls)), resets: resets}
 	for i := range limits.ls {
 		if rf, ok := limits.ls[i].alg.(Refunder); ok {
 			r.marks[i] = rf.Mark(states[i].Decision, at, &limits.ls[i].p)
