@@ -38,8 +38,11 @@ type PoolConfig struct {
 //
 // A draw charges the tenant's share and then the pool (two identities,
 // two slots of a cluster); when the pool refuses, the share is refunded
-// (Receipt: never more than was taken), so a refused draw costs the tenant
-// nothing. Safe for concurrent use.
+// (Receipt: never more than was taken), so a refused draw costs a window
+// share nothing, and a bucket share the time between the draw and its
+// refund (see Receipt: a flood of refused draws can drain a bucket share,
+// so give the Share a window algorithm when draws are refused often). Safe
+// for concurrent use.
 type Pool struct {
 	cfg PoolConfig
 }

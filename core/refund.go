@@ -48,6 +48,22 @@ var ErrNotRefunded = errors.New("sluice: nothing to refund")
 // refuses the request they were charged for (a layer of another identity,
 // the application itself). It is safe for concurrent use, and never
 // refunds more units than were charged, however often Refund is called.
+//
+// What a refund keeps. A window's refund (fixed window, sliding counter,
+// sliding log, calendar) gives the units back whole. A bucket's (GCRA,
+// token bucket, leaky bucket) gives back the charge's time less the time
+// since the charge, δ (about a round trip on a network store): it cannot
+// tell whether another caller's charge stacked on the refunded one
+// meanwhile, and giving back more could then admit more than had the
+// charge never happened. So each refund leaves δ of debt on the key, which
+// the refill pays back at one second a second: a key refunded r times a
+// second keeps r·δ seconds of debt a second, paid as it accrues while that
+// is below one (on Redis at δ ≈ 1 ms, about a thousand refunds a second on
+// one key); above it the bucket drains, though far more slowly than
+// without refunds, which keep a whole interval per refused request. Where
+// one identity's refused requests flood an earlier limit (a per-IP layer
+// before a per-user one, a Pool's Share), give that limit a window
+// algorithm.
 type Receipt struct {
 	l        *Limiter // a Limiter's charge, or
 	m        *Multi   // a Multi's

@@ -31,7 +31,8 @@ type Config struct {
 	// later layer refused (or could not decide), so that refused calls
 	// still spend the quota of the earlier layers' identities. The default
 	// refunds, as the HTTP policy does: a refund costs one store call per
-	// earlier layer, on a refusal only.
+	// earlier layer, on a refusal only, and leaves an earlier bucket layer
+	// the time between its charge and the refund (core.Receipt).
 	NoRefund bool
 
 	// SkipMethods are methods that are never limited (health checks,

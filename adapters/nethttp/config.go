@@ -30,7 +30,11 @@ type Config struct {
 	// NoRefund keeps the units that earlier rate layers took for a request
 	// a later layer refused (or could not decide), as before refunds
 	// existed: one store call fewer per refusal, at the cost of charging
-	// refused requests. The default refunds.
+	// refused requests. The default refunds: a refused request then costs
+	// an earlier window layer nothing, and an earlier bucket layer the
+	// time between its charge and the refund, which a flood of refused
+	// requests adds up (core.Receipt: give a layer that many refusals
+	// follow, a per-IP one before a per-user one, a window algorithm).
 	NoRefund bool
 
 	// SkipPaths are request paths that are never limited (health checks,
