@@ -156,6 +156,12 @@ type MultiConfig struct {
 	// "<prefix>:<name>:<limit name>:{<identity hash>}" on a script store,
 	// and all limits of an identity in one item under
 	// "<prefix>:<name>:{<identity hash>}" on any other. Policy-name rules.
+	// The item's key is the one a Limiter of the same Prefix keeps for a
+	// policy of that name, and a limit's key the one a Limiter with Prefix
+	// "<prefix>:<name>" keeps for a policy named as the limit: give a Multi
+	// a name no Limiter's policy has under its Prefix (nor use its prefix
+	// and name as a Limiter's Prefix), or each reads the other's state as
+	// absent and admits its whole quota again.
 	Name string
 	// Store holds the state. When it is a store.MultiScriptRunner and every
 	// limit's algorithm is MultiScripted, a decision is one script over the
