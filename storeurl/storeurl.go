@@ -22,7 +22,10 @@
 // A port may be left out: 6379 for the Redis schemes, 26379 for a
 // Sentinel, 11211 for memcached. User information in a Sentinel URL
 // authenticates to the sentinels; the primary's own credentials are the
-// query parameters username and password.
+// query parameters username and password. A user or password holding a
+// '#', '/' or '?' must %-escape it (%23, %2F, %3F): a URL parser ends the
+// user information at the first of them, and Open refuses the URL rather
+// than read the rest of the password as a host, a path or a parameter.
 //
 // # Query parameters
 //
@@ -73,6 +76,7 @@ import (
 	valkeygo "github.com/valkey-io/valkey-go"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/urlmask"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
 	"github.com/sluicehq/sluice/store/memory"
@@ -141,15 +145,21 @@ func (b *Backend) Close() error {
 // the known ones), a missing host, a bad port, an unknown or malformed
 // parameter; no password appears in them.
 func Open(rawURL string) (*Backend, error) {
+	masked := urlmask.Mask(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		if !strings.Contains(rawURL, "://") {
-			return nil, &URLError{URL: redactQuery(redactRaw(rawURL)), Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
+			return nil, &URLError{URL: masked, Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
 		}
-		return nil, &URLError{URL: redactQuery(redactRaw(rawURL)), Reason: "not a URL: " + errReason(err)}
+		return nil, &URLError{URL: masked, Reason: "not a URL: " + parseReason(rawURL, err)}
 	}
 	bad := func(format string, args ...any) error {
-		return &URLError{URL: redactQuery(u.Redacted()), Reason: fmt.Sprintf(format, args...)}
+		return &URLError{URL: masked, Reason: fmt.Sprintf(format, args...)}
+	}
+	if misreadUserinfo(rawURL) {
+		// url.Parse read part of the password as a host, a path, a query
+		// or a fragment: whatever it reads next is not what was meant.
+		return nil, bad("%s", escapeHint)
 	}
 	if u.Scheme == "" {
 		return nil, bad("no scheme; known: %s", strings.Join(Schemes, ", "))
@@ -204,50 +214,59 @@ func errReason(err error) string {
 	return err.Error()
 }
 
-// redactRaw masks what looks like a password in a string url.Parse refused.
-func redactRaw(s string) string {
-	at := strings.LastIndex(s, "@")
-	scheme := strings.Index(s, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return s
+// escapeHint is what a URL whose user information holds a '#', '/' or '?'
+// needs, since url.Parse ends the user information at the first of them.
+const escapeHint = "a '#', '/' or '?' in a user or password must be %-escaped (%23, %2F, %3F)"
+
+// parseReason is why url.Parse refused rawURL, without what it quotes of a
+// password (it quotes a bad port or %-escape, which may be the password's:
+// "redis://:pw#x@host" reads as the host ":pw"), and with escapeHint when
+// the password holds a '#', '/' or '?'.
+func parseReason(rawURL string, err error) string {
+	reason := errReason(err)
+	i, j, ok := urlmask.Userinfo(rawURL, false)
+	if !ok || !strings.Contains(rawURL[i:j], ":") {
+		return reason
 	}
-	user := s[scheme+3 : at]
-	if i := strings.Index(user, ":"); i >= 0 {
-		return s[:scheme+3] + user[:i] + ":xxxxx" + s[at:]
+	userinfo := rawURL[i:j]
+	var b strings.Builder
+	for rest := reason; rest != ""; {
+		k := strings.IndexByte(rest, '"')
+		if k < 0 {
+			b.WriteString(rest)
+			break
+		}
+		lit, err := strconv.QuotedPrefix(rest[k:])
+		if err != nil {
+			b.WriteString(rest)
+			break
+		}
+		b.WriteString(rest[:k])
+		if s, _ := strconv.Unquote(lit); s == "" || !strings.Contains(userinfo, s) {
+			b.WriteString(lit)
+		}
+		rest = rest[k+len(lit):]
 	}
-	return s
+	reason = strings.Join(strings.Fields(b.String()), " ")
+	if strings.ContainsAny(userinfo, "#/?") {
+		reason += "; " + escapeHint
+	}
+	return reason
 }
 
-// redactQuery masks the value of every password parameter in the query
-// of s (a Sentinel URL carries its primary's there), whether or not the
-// query parses.
-func redactQuery(s string) string {
-	q := strings.IndexByte(s, '?')
-	if q < 0 {
-		return s
+// misreadUserinfo reports whether url.Parse, which ends the user
+// information at the first '/', '?' or '#', ends it before the '@' that
+// rawURL's writer meant (see urlmask.Userinfo).
+func misreadUserinfo(rawURL string) bool {
+	i, j, ok := urlmask.Userinfo(rawURL, true)
+	if !ok {
+		return false
 	}
-	var b strings.Builder
-	b.WriteString(s[:q+1])
-	rest := s[q+1:]
-	for rest != "" {
-		part := rest
-		sep := strings.IndexAny(rest, "&;")
-		if sep >= 0 {
-			part, rest = rest[:sep+1], rest[sep+1:]
-		} else {
-			rest = ""
-		}
-		name, _, hasValue := strings.Cut(part, "=")
-		if n, err := url.QueryUnescape(name); hasValue && (err != nil || strings.Contains(strings.ToLower(n), "password")) {
-			b.WriteString(name + "=xxxxx")
-			if sep >= 0 {
-				b.WriteByte(part[len(part)-1])
-			}
-			continue
-		}
-		b.WriteString(part)
+	authority := rawURL[i:]
+	if k := strings.IndexAny(authority, "/?#"); k >= 0 {
+		authority = authority[:k]
 	}
-	return b.String()
+	return i+strings.LastIndexByte(authority, '@') != j
 }
 
 // params reads and removes Sluice's own parameters from q, so that what is

@@ -62,6 +62,17 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"memory://?max_keys=%zz", "malformed query"},
 		{"redis://127.0.0.1:6379?pool_size=5;pool_timeout=1s", "malformed query"},
 		{"memcache://127.0.0.1:11211?timeout=1s&max_idle_conns=%4", "malformed query"},
+		// A password with a '#', '/' or '?' that is not %-escaped: url.Parse
+		// ends the user information there, so the host it reads is not the
+		// one written, whether or not it then fails.
+		{"redis://:pw#x@127.0.0.1:6379", "a '#', '/' or '?' in a user or password must be %-escaped (%23, %2F, %3F)"},
+		{"redis://u:pw/x@127.0.0.1:6379", "must be %-escaped"},
+		{"redis://u:6379/x@127.0.0.1:6379", "must be %-escaped"},
+		{"redis://u:6379?x@127.0.0.1:6379", "must be %-escaped"},
+		{"redis+sentinel://u:1#x@127.0.0.1:26379/m", "must be %-escaped"},
+		{"valkey://u:1/x@127.0.0.1:6379", "must be %-escaped"},
+		// What url.Parse quotes from the host, not the password, is kept.
+		{"redis://u:pw@127.0.0.1:http", `invalid port ":http" after host`},
 	}
 	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
@@ -92,11 +103,51 @@ func TestErrorsHideThePassword(t *testing.T) {
 		"redis://%zz?password=s3cr3t",
 		"redis://127.0.0.1:6379?pass%77ord=s3cr3t&nope=1",
 		"redis://127.0.0.1:6379?pass%zzword=s3cr3t&nope=1",
+		// A '#', '/' or '?' in a password, not %-escaped: url.Parse fails on
+		// some and quotes the password in its reason, and reads others as a
+		// host, a path, a query or a fragment.
+		"redis://:s3cr3t#pw@127.0.0.1:16610",
+		"redis://admin:s3cr3t/pw@127.0.0.1:6379",
+		"redis://admin:s3cr3t?pw@127.0.0.1:6379",
+		"redis://admin:pw#s3cr3t@127.0.0.1:6379",
+		"redis://admin:6379/s3cr3t@127.0.0.1:6379",
+		"redis://admin:6379?s3cr3t@127.0.0.1:6379",
+		"redis://admin:6379#s3cr3t@127.0.0.1:6379",
+		"redis://:6379/s3cr3t@127.0.0.1:6379",
+		"redis://admin:p@ss#s3cr3t@127.0.0.1:6379",
+		"redis+cluster://admin:7000/s3cr3t@127.0.0.1:7000,127.0.0.1:7001",
+		"redis+sentinel://admin:1?s3cr3t@127.0.0.1:26379/m",
+		"valkey://admin:6379/s3cr3t@127.0.0.1:6379",
+		"memcache://admin:11211/s3cr3t@127.0.0.1:11211",
+		"memory://admin:1/s3cr3t@",
+		"redis://admin:s3cr3t#pw@127.0.0.1:http",
+		"redis://admin:s3cr3t%zz@127.0.0.1:6379",
 	} {
 		_, err := storeurl.Open(u)
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Open(%q): %v: want an error without the password", u, err)
 		}
+	}
+}
+
+// An '@' that url.Parse reads where it is written, in a password or in a
+// parameter's value, is no misplaced end of the user information.
+func TestOpenTakesAnAtSignInAPasswordOrAValue(t *testing.T) {
+	for _, c := range []struct{ url, name string }{
+		{"redis://admin:p@ss@127.0.0.1:6379/0", "redis 127.0.0.1:6379"},
+		{"redis://admin:p%23ss@127.0.0.1:6379", "redis 127.0.0.1:6379"},
+		{"redis+sentinel://127.0.0.1:26379/m?username=me@example.com", "redis sentinel 127.0.0.1:26379 master m"},
+		{"redis://127.0.0.1:6379?client_name=me@example.com", "redis 127.0.0.1:6379"},
+	} {
+		b, err := storeurl.Open(c.url)
+		if err != nil {
+			t.Errorf("Open(%q): %v", c.url, err)
+			continue
+		}
+		if b.Name != c.name {
+			t.Errorf("Open(%q): Name %q, want %q", c.url, b.Name, c.name)
+		}
+		b.Close()
 	}
 }
 

@@ -1,0 +1,57 @@
+package urlmask
+
+import "testing"
+
+func TestMask(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
+		{"redis://admin@127.0.0.1:6379", "redis://admin@127.0.0.1:6379"},
+		{"redis://admin:pw@127.0.0.1:6379/0?pool_size=2", "redis://admin:xxxxx@127.0.0.1:6379/0?pool_size=2"},
+		{"redis://:pw@127.0.0.1", "redis://:xxxxx@127.0.0.1"},
+		{"redis://u:p@ss@127.0.0.1:6379", "redis://u:xxxxx@127.0.0.1:6379"},
+		// A '#', '/' or '?' that url.Parse would end the password at.
+		{"redis://:pw#x@127.0.0.1:16610", "redis://:xxxxx@127.0.0.1:16610"},
+		{"redis://u:6379/pw@127.0.0.1:6379/2", "redis://u:xxxxx@127.0.0.1:6379/2"},
+		{"redis://u:a?b@h1:1,h2:2?pool_size=1", "redis://u:xxxxx@h1:1,h2:2?pool_size=1"},
+		{"redis://u:a#b@[::1]:6379", "redis://u:xxxxx@[::1]:6379"},
+		{"memory://u:a/b@", "memory://u:xxxxx@"},
+		// An '@' in a value, not followed by a host, ends no password.
+		{"redis+sentinel://h:26379/m?username=me@x.com&password=pw", "redis+sentinel://h:26379/m?username=me@x.com&password=xxxxx"},
+		// In doubt, more is masked.
+		{"redis+sentinel://h:26379/m?username=me@x.com", "redis+sentinel://h:xxxxx@x.com"},
+		// Query passwords, whether or not the query parses.
+		{"redis://h?password=pw;x=%zz", "redis://h?password=xxxxx;x=%zz"},
+		{"redis://h?pass%zzword=pw&x=1", "redis://h?pass%zzword=xxxxx&x=1"},
+		{"no scheme:pw@host", "no scheme:pw@host"},
+	} {
+		if got := Mask(c.raw); got != c.want {
+			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
+		}
+	}
+}
+
+func TestUserinfo(t *testing.T) {
+	for _, c := range []struct {
+		raw    string
+		values bool
+		want   string // "-" for none
+	}{
+		{"redis://h:1", false, "-"},
+		{"redis://u:p@h:1", false, "u:p"},
+		{"redis://u:p@h:1", true, "u:p"},
+		{"redis://u:p#q@h:1/0", true, "u:p#q"},
+		{"redis://u:1?a=b@h", false, "u:1?a=b"},
+		{"redis://u:1?a=b@h", true, "-"},
+		{"redis://u:p@h/0?client_name=a@b.c", true, "u:p"},
+		{"redis://u:p@h/0?client_name=a@b.c", false, "u:p@h/0?client_name=a"},
+		{"redis://u:p@h/0?client_name=a@b&x=1", false, "u:p"},
+	} {
+		got := "-"
+		if i, j, ok := Userinfo(c.raw, c.values); ok {
+			got = c.raw[i:j]
+		}
+		if got != c.want {
+			t.Errorf("Userinfo(%q, %v) = %q, want %q", c.raw, c.values, got, c.want)
+		}
+	}
+}
