@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/urlmask"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/storeurl"
@@ -57,36 +58,58 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		b.Close = func() { closeB(); m.Close() }
 		return b, nil
 	}
+	// Every message shows the value with its passwords masked.
+	shown := urlmask.Mask(spec)
 	u, err := url.Parse(spec)
 	switch {
+	case err != nil && strings.Contains(spec, "://"):
+		// Not a URL: storeurl.Open refuses it before any network call,
+		// naming what is wrong.
+		return urlBackend(ctx, spec)
 	case err != nil || u.Scheme == "":
-		return nil, usagef("bad --store %q: unknown scheme (none given); known: %s", spec, knownStores)
+		return nil, usagef("bad --store %q: unknown scheme (none given); known: %s", shown, knownStores)
 	case !knownScheme(u.Scheme):
-		return nil, usagef("bad --store %q: unknown scheme %q; known: %s", spec, u.Scheme, knownStores)
+		return nil, usagef("bad --store %q: unknown scheme %q; known: %s", shown, u.Scheme, knownStores)
 	case u.Host == "":
-		return nil, usagef("bad --store %q: no host:port after %s://", spec, u.Scheme)
+		return nil, usagef("bad --store %q: no host:port after %s://", shown, u.Scheme)
 	}
 	// The command asks for every port: a store named on a command line
 	// that falls back to a default port is a typo found late.
 	addrs, err := hostList(u.Host)
 	if err != nil {
-		return nil, usagef("bad --store %q: %v", spec, err)
+		return nil, usagef("bad --store %q: %v", shown, err)
 	}
 	// The command's older spellings: memcached://, and redis:// with
-	// several hosts for a cluster.
+	// several hosts for a cluster. The rest of the value goes to
+	// storeurl as written.
+	rest := spec[len(u.Scheme):]
 	switch {
 	case u.Scheme == "memcached":
-		u.Scheme = "memcache"
+		spec = "memcache" + rest
 	case (u.Scheme == "redis" || u.Scheme == "rediss") && len(addrs) > 1:
-		u.Scheme += "+cluster"
+		spec = u.Scheme + "+cluster" + rest
 	}
 	// valkey-go dials in NewClient, which takes no context: its dial
 	// timeout is what bounds an unreachable server.
-	if q := u.Query(); (u.Scheme == "valkey" || u.Scheme == "valkeys") && !q.Has("dial_timeout") {
-		q.Set("dial_timeout", dialTimeout.String())
-		u.RawQuery = q.Encode()
+	if (u.Scheme == "valkey" || u.Scheme == "valkeys") && !u.Query().Has("dial_timeout") {
+		spec = addParam(spec, "dial_timeout", dialTimeout.String())
 	}
-	return urlBackend(ctx, u.String())
+	return urlBackend(ctx, spec)
+}
+
+// addParam adds name=value to the query of rawURL, leaving what is there as
+// written (a malformed pair included, for storeurl to refuse).
+func addParam(rawURL, name, value string) string {
+	base, frag, hasFrag := strings.Cut(rawURL, "#")
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	base += sep + url.QueryEscape(name) + "=" + url.QueryEscape(value)
+	if hasFrag {
+		base += "#" + frag
+	}
+	return base
 }
 
 // knownStores lists every --store form, for messages.

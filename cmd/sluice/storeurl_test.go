@@ -30,3 +30,37 @@ func TestStoreURLParameters(t *testing.T) {
 		wantCode(t, code, exitOK, out, errOut)
 	}
 }
+
+// Whatever is wrong with a --store URL, the message names it without the
+// password, whether the command's own checks or storeurl's find it.
+func TestStoreErrorsHideThePassword(t *testing.T) {
+	for _, c := range []struct{ spec, says string }{
+		{"redis://:s3cretpw@127.0.0.1", "not host:port"},
+		{"redis://u:s3cretpw@127.0.0.1,127.0.0.1:6379", "not host:port"},
+		{"ftp://u:s3cretpw@127.0.0.1:21", `unknown scheme "ftp"`},
+		{"redis://u:s3cretpw@", "no host:port"},
+		// url.Parse refuses these: the message is the real problem.
+		{"redis://u:s3cretpw@h:abc", `invalid port ":abc" after host`},
+		{"redis://:s3cretpw#x@127.0.0.1:6379", "must be %-escaped"},
+		{"redis://u:s3cretpw%zz@127.0.0.1:6379", "invalid URL escape"},
+		{"redis://u:1/s3cretpw@127.0.0.1:6379", "must be %-escaped"},
+		{"redis://u:s3cretpw@127.0.0.1:6379?nope=1", "unexpected option: nope"},
+		{"redis+sentinel://127.0.0.1:26379/m?password=s3cretpw&nope=1", "unexpected option: nope"},
+	} {
+		for _, cmd := range []string{"demo", "bench"} {
+			code, out, errOut := sluice(t, cmd, "--store", c.spec)
+			if code != exitUsage || !strings.Contains(errOut, c.says) || strings.Contains(out+errOut, "s3cretpw") {
+				t.Errorf("sluice %s --store %q: exit %d, want %d saying %q without the password\nstdout: %s\nstderr: %s", cmd, c.spec, code, exitUsage, c.says, out, errOut)
+			}
+		}
+	}
+}
+
+// The command adds valkey's dial timeout to the query as written: a
+// malformed query still reaches storeurl, which refuses it.
+func TestValkeyQueryIsPassedAsWritten(t *testing.T) {
+	code, out, errOut := sluice(t, "bench", "--store", "valkey://127.0.0.1:1?db=%zz")
+	if code != exitUsage || !strings.Contains(errOut, "malformed query") {
+		t.Errorf("exit %d, want %d saying malformed query\nstdout: %s\nstderr: %s", code, exitUsage, out, errOut)
+	}
+}
