@@ -122,9 +122,9 @@ func topUsage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nStores (--store): memory, redis://host:port[/db], redis://h1:p1,h2:p2 (cluster),")
-	fmt.Fprintln(w, "redis+sentinel://host:port[,host:port...]/master, valkey://host:port[,host:port...],")
-	fmt.Fprintln(w, "memcache://host:port[,host:port...]")
+	fmt.Fprintln(w, "\nStores (--store): memory (or memory://?max_keys=...), redis://host:port[/db],")
+	fmt.Fprintln(w, "redis://h1:p1,h2:p2 (cluster), redis+sentinel://host:port[,host:port...]/master,")
+	fmt.Fprintln(w, "valkey://host:port[,host:port...], memcache://host:port[,host:port...]")
 	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
 }
 

@@ -34,8 +34,9 @@ type backend struct {
 }
 
 // openBackend parses a --store value and checks that the store answers
-// within dialTimeout. "embedded" starts an in-process Redis (miniredis), so
-// the Lua path runs with no server installed.
+// within dialTimeout. "memory" is the in-process store with its defaults
+// (memory:// takes storeurl's parameters); "embedded" starts an in-process
+// Redis (miniredis), so the Lua path runs with no server installed.
 func openBackend(ctx context.Context, spec string) (*backend, error) {
 	switch {
 	case spec == "memory":
@@ -70,6 +71,11 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		return nil, usagef("bad --store %q: unknown scheme (none given); known: %s", shown, knownStores)
 	case !knownScheme(u.Scheme):
 		return nil, usagef("bad --store %q: unknown scheme %q; known: %s", shown, u.Scheme, knownStores)
+	case u.Scheme == "memory":
+		// storeurl's in-process store, with its parameters (max_keys,
+		// shards, sweep_interval): one store for the whole run, as for
+		// "memory".
+		return urlBackend(ctx, spec)
 	case u.Host == "":
 		return nil, usagef("bad --store %q: no host:port after %s://", shown, u.Scheme)
 	}
@@ -113,7 +119,7 @@ func addParam(rawURL, name, value string) string {
 }
 
 // knownStores lists every --store form, for messages.
-const knownStores = "memory, embedded, redis://host:port[/db], rediss://host:port[/db], " +
+const knownStores = "memory (or memory://?max_keys=...), embedded, redis://host:port[/db], rediss://host:port[/db], " +
 	"redis+cluster://h1:p1,h2:p2 (or redis://h1:p1,h2:p2), redis+sentinel://host:port[,host:port...]/master, " +
 	"valkey://host:port[,host:port...], memcache://host:port[,host:port...]; " +
 	"options as URL parameters (go doc github.com/sluicehq/sluice/storeurl)"

@@ -64,3 +64,20 @@ func TestValkeyQueryIsPassedAsWritten(t *testing.T) {
 		t.Errorf("exit %d, want %d saying malformed query\nstdout: %s\nstderr: %s", code, exitUsage, out, errOut)
 	}
 }
+
+// memory:// is storeurl's in-process store, with its parameters: one store
+// for the whole run, as --store memory is.
+func TestMemoryStoreURL(t *testing.T) {
+	code, out, errOut := sluice(t, "bench", "--store", "memory://?max_keys=1000&shards=4", "--duration", "100ms", "--concurrency", "2", "--instances", "2")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "memory (in-process)") {
+		t.Errorf("bench on memory://: output does not name the store:\n%s", out)
+	}
+	code, out, errOut = sluice(t, "conformance", "--store", "memory://", "--run", "gcra")
+	wantCode(t, code, exitOK, out, errOut)
+	code, out, errOut = sluice(t, "bench", "--store", "memory://?max_keys=0")
+	wantCode(t, code, exitUsage, out, errOut)
+	if !strings.Contains(errOut, "max_keys") {
+		t.Errorf("memory://?max_keys=0: %q does not name max_keys", errOut)
+	}
+}
