@@ -51,6 +51,16 @@
 //
 // memory: max_keys, shards, sweep_interval.
 //
+// Counts and sizes have maxima, past which a value is an error, so that a
+// typo cannot make a client allocate without end (go-redis makes its pool
+// with the client): pool_size, min_idle_conns, max_idle_conns,
+// max_active_conns and max_concurrent_dials take 0 to 10000,
+// pipeline_pool_size -1 (no pipeline pool) to 10000,
+// pipeline_read_buffer_size and pipeline_write_buffer_size 0 to 16777216
+// (16 MiB); pipelines and max_batch 1 to 10000; memcache's max_idle_conns
+// 1 to 10000; memory's shards 1 to 65536. max_keys and max_attempts have
+// none: the memory store's memory follows its live keys, not max_keys.
+//
 // Open makes no network call, except for valkey: go-redis and gomemcache
 // connect on first use, while valkey-go connects when its client is made, so
 // an unreachable valkey fails Open with an error matching
@@ -64,6 +74,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -306,16 +317,24 @@ func (p *params) duration(name string) time.Duration {
 	return d
 }
 
-func (p *params) int(name string, min int) int {
+// int reads a whole number from min to max (math.MaxInt: no maximum).
+func (p *params) int(name string, min, max int) int {
 	v, ok := p.take(name)
 	if !ok {
 		return 0
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < min {
-		p.fail(fmt.Errorf("parameter %s=%q is not a whole number of at least %d", name, v, min))
+	if err != nil || n < min || n > max {
+		p.fail(intError(name, v, min, max))
 	}
 	return n
+}
+
+func intError(name, v string, min, max int) error {
+	if max == math.MaxInt {
+		return fmt.Errorf("parameter %s=%q is not a whole number of at least %d", name, v, min)
+	}
+	return fmt.Errorf("parameter %s=%q is not a whole number from %d to %d", name, v, min, max)
 }
 
 func (p *params) bool(name string) bool {
@@ -385,7 +404,7 @@ func openMemory(u *url.URL, q url.Values) (*Backend, error) {
 		return nil, err
 	}
 	p := &params{q: q}
-	o := &memory.Options{MaxKeys: p.int("max_keys", 1), Shards: p.int("shards", 1), SweepInterval: p.duration("sweep_interval")}
+	o := &memory.Options{MaxKeys: p.int("max_keys", 1, math.MaxInt), Shards: p.int("shards", 1, memory.MaxShards), SweepInterval: p.duration("sweep_interval")}
 	if err := p.done(); err != nil {
 		return nil, err
 	}
@@ -397,11 +416,11 @@ func openMemory(u *url.URL, q url.Values) (*Backend, error) {
 func redisOptions(p *params) *sredis.Options {
 	o := &sredis.Options{
 		ClockSkew: p.duration("clock_skew"),
-		Pipelines: p.int("pipelines", 1),
-		MaxBatch:  p.int("max_batch", 1),
+		Pipelines: p.int("pipelines", 1, maxConns),
+		MaxBatch:  p.int("max_batch", 1, maxConns),
 		NoBatch:   p.bool("no_batch"),
 	}
-	o.Retry.MaxAttempts = p.int("max_attempts", 1)
+	o.Retry.MaxAttempts = p.int("max_attempts", 1, math.MaxInt)
 	return o
 }
 
@@ -432,14 +451,40 @@ func redisPing(c goredis.UniversalClient) func(context.Context) error {
 	return func(ctx context.Context) error { return c.Ping(ctx).Err() }
 }
 
+// Maxima of the counts and sizes a URL sets (the package doc lists them):
+// past them a value is a typo, and go-redis makes its pool at once, about
+// half a KiB for each unit of pool_size and of pipeline_pool_size.
+const (
+	maxConns  = 10_000   // connections, dials, pipelines in flight, calls a batch
+	maxBuffer = 16 << 20 // bytes of a pipeline connection's read or write buffer
+)
+
+// goRedisInts are go-redis's parameters that size what its client
+// allocates or keeps, with the range Open takes (pipeline_pool_size -1:
+// no pipeline pool).
+var goRedisInts = []struct {
+	name     string
+	min, max int
+}{
+	{"pool_size", 0, maxConns},
+	{"min_idle_conns", 0, maxConns},
+	{"max_idle_conns", 0, maxConns},
+	{"max_active_conns", 0, maxConns},
+	{"max_concurrent_dials", 0, maxConns},
+	{"pipeline_pool_size", -1, maxConns},
+	{"pipeline_read_buffer_size", 0, maxBuffer},
+	{"pipeline_write_buffer_size", 0, maxBuffer},
+}
+
 // goRedisChecks refuses what go-redis's URL parser takes but its client
-// cannot use: a negative pool size (go-redis panics making its pool), a
-// negative dial timeout (every dial fails at once), a negative database.
+// cannot use: a count or size out of its range (a negative pool size
+// panics in go-redis, a huge one exhausts memory), a negative dial timeout
+// (every dial fails at once), a negative database.
 func goRedisChecks(q url.Values, db string) error {
-	for _, name := range []string{"pool_size", "min_idle_conns", "max_idle_conns", "max_active_conns"} {
-		if v := q.Get(name); v != "" {
-			if n, err := strconv.Atoi(v); err == nil && n < 0 {
-				return fmt.Errorf("parameter %s=%q must not be negative", name, v)
+	for _, c := range goRedisInts {
+		if v := q.Get(c.name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < c.min || n > c.max {
+				return intError(c.name, v, c.min, c.max)
 			}
 		}
 	}
@@ -560,7 +605,7 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	p := &params{q: q}
 	so := &svalkey.Options{ClockSkew: p.duration("clock_skew")}
-	so.Retry.MaxAttempts = p.int("max_attempts", 1)
+	so.Retry.MaxAttempts = p.int("max_attempts", 1, math.MaxInt)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -619,11 +664,11 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	if timeout < 0 {
 		p.fail(fmt.Errorf("parameter timeout=%s must not be negative", timeout))
 	}
-	idle := p.int("max_idle_conns", 1)
+	idle := p.int("max_idle_conns", 1, maxConns)
 	// Servers lets the store read each server's clock for TTLs past 30
 	// days (memcached reads those as absolute times on its own clock).
 	so := &memcache.Options{ClockSkew: p.duration("clock_skew"), NoLocalQueue: p.bool("no_local_queue"), Servers: addrs}
-	so.Retry.MaxAttempts = p.int("max_attempts", 1)
+	so.Retry.MaxAttempts = p.int("max_attempts", 1, math.MaxInt)
 	if err := p.done(); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,25 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis://u:6379?x@127.0.0.1:6379", "must be %-escaped"},
 		{"redis+sentinel://u:1#x@127.0.0.1:26379/m", "must be %-escaped"},
 		{"valkey://u:1/x@127.0.0.1:6379", "must be %-escaped"},
+		// Counts and sizes past their maxima: go-redis makes its pool at
+		// once, about half a KiB for each of pool_size (and of
+		// pipeline_pool_size), so a typo must not reach it.
+		{"redis://127.0.0.1:6379?pool_size=100000000", `parameter pool_size="100000000" is not a whole number from 0 to 10000`},
+		{"redis://127.0.0.1:6379?pool_size=10001", "pool_size"},
+		{"redis+cluster://127.0.0.1:7000?pool_size=100000000", "from 0 to 10000"},
+		{"redis+sentinel://127.0.0.1:26379/m?pool_size=100000000", "from 0 to 10000"},
+		{"redis://127.0.0.1:6379?min_idle_conns=10001", "min_idle_conns"},
+		{"redis://127.0.0.1:6379?max_idle_conns=10001", "max_idle_conns"},
+		{"redis://127.0.0.1:6379?max_active_conns=10001", "max_active_conns"},
+		{"redis://127.0.0.1:6379?max_concurrent_dials=10001", "max_concurrent_dials"},
+		{"redis://127.0.0.1:6379?pipeline_pool_size=100000000", `pipeline_pool_size="100000000" is not a whole number from -1 to 10000`},
+		{"redis+cluster://127.0.0.1:7000?pipeline_pool_size=-2", "from -1 to 10000"},
+		{"redis://127.0.0.1:6379?pipeline_read_buffer_size=1073741824", `pipeline_read_buffer_size="1073741824" is not a whole number from 0 to 16777216`},
+		{"redis+sentinel://127.0.0.1:26379/m?pipeline_write_buffer_size=-1", "pipeline_write_buffer_size"},
+		{"redis://127.0.0.1:6379?pipelines=10001", `parameter pipelines="10001" is not a whole number from 1 to 10000`},
+		{"redis+cluster://127.0.0.1:7000?max_batch=10001", "max_batch"},
+		{"memcache://127.0.0.1:11211?max_idle_conns=10001", `parameter max_idle_conns="10001" is not a whole number from 1 to 10000`},
+		{"memory://?shards=65537", `parameter shards="65537" is not a whole number from 1 to 65536`},
 		// What url.Parse quotes from the host, not the password, is kept.
 		{"redis://u:pw@127.0.0.1:http", `invalid port ":http" after host`},
 	}
@@ -127,6 +146,24 @@ func TestErrorsHideThePassword(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Open(%q): %v: want an error without the password", u, err)
 		}
+	}
+}
+
+// Each count and size is taken up to its maximum.
+func TestOpenTakesTheMaxima(t *testing.T) {
+	for _, u := range []string{
+		"redis://127.0.0.1:6379?pool_size=10000&min_idle_conns=0&max_idle_conns=10000&max_active_conns=10000&max_concurrent_dials=10000",
+		"redis://127.0.0.1:6379?pipeline_pool_size=-1&pipelines=10000&max_batch=10000",
+		"redis+cluster://127.0.0.1:7000?pipeline_pool_size=10000&pipeline_read_buffer_size=16777216&pipeline_write_buffer_size=16777216",
+		"memcache://127.0.0.1:11211?max_idle_conns=10000",
+		"memory://?shards=65536&max_keys=9223372036854775807",
+	} {
+		b, err := storeurl.Open(u)
+		if err != nil {
+			t.Errorf("Open(%q): %v", u, err)
+			continue
+		}
+		b.Close()
 	}
 }
 
