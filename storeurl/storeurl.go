@@ -30,8 +30,13 @@
 // # Query parameters
 //
 // Every parameter a scheme does not know is an error, and so is a query
-// that does not parse (a bad %-escape, a ';' for '&'), so a typo never
-// passes silently. Durations are Go durations ("250ms", "2s").
+// that does not parse (a bad %-escape, a ';' for '&'), a parameter given
+// twice (but addr, go-redis's list of more hosts) and a value out of its
+// range, so a typo never passes silently. Durations are Go durations
+// ("250ms", "2s"). The database number, the URL's path or its db
+// parameter (not both), is 0 to 2147483647 (a server's databases setting
+// may allow fewer: the first command then fails); protocol is 2 or 3
+// (RESP2 or RESP3).
 //
 // Redis schemes: every option go-redis reads from a URL (its
 // redis.ParseURL, ParseClusterURL and ParseFailoverURL: dial_timeout,
@@ -41,9 +46,12 @@
 // (Options.ClockSkew), pipelines and max_batch (the batcher), no_batch=true,
 // max_attempts (the compare-and-set loop's bound). go-redis's own retries
 // (max_retries) are always off in the store: it never re-sends a decision.
+// dial_timeout must be positive: go-redis reads 0 and less as no timeout,
+// and then fails every dial at once.
 //
-// valkey schemes: dial_timeout, write_timeout, db, client_name, protocol,
-// skip_verify, plus clock_skew and max_attempts.
+// valkey schemes: dial_timeout (not negative; 0 is valkey-go's default),
+// write_timeout, db, client_name, protocol, skip_verify (valkeys only,
+// true or false), plus clock_skew and max_attempts.
 //
 // memcache: timeout (socket read/write, default 500ms), max_idle_conns
 // (per server; default 2, raise it for concurrency), clock_skew,
@@ -64,8 +72,9 @@
 // Open makes no network call, except for valkey: go-redis and gomemcache
 // connect on first use, while valkey-go connects when its client is made, so
 // an unreachable valkey fails Open with an error matching
-// core.ErrUnavailable (never ErrBadURL). Use Backend.Ping to check that a
-// store answers.
+// core.ErrUnavailable (never ErrBadURL); a valkey URL Open cannot open is
+// refused before it connects. Use Backend.Ping to check that a store
+// answers.
 package storeurl
 
 import (
@@ -189,6 +198,14 @@ func Open(rawURL string) (*Backend, error) {
 		// u.Query drops what does not parse, and an option dropped is a
 		// setting the deployment believes it made.
 		return nil, bad("malformed query: %s", err)
+	}
+	// The client libraries keep one of a parameter given twice, which
+	// leaves the other a setting the deployment believes it made. addr is
+	// go-redis's list of more hosts.
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if n := len(q[name]); n > 1 && name != "addr" {
+			return nil, bad("parameter %s is given %d times", name, n)
+		}
 	}
 	var b *Backend
 	switch u.Scheme {
@@ -478,8 +495,10 @@ var goRedisInts = []struct {
 
 // goRedisChecks refuses what go-redis's URL parser takes but its client
 // cannot use: a count or size out of its range (a negative pool size
-// panics in go-redis, a huge one exhausts memory), a negative dial timeout
-// (every dial fails at once), a negative database.
+// panics in go-redis, a huge one exhausts memory), a dial timeout that is
+// not positive (go-redis reads 0 and less as none, and then every dial
+// fails at once), a protocol other than RESP2 or RESP3, a database number
+// out of range or given twice.
 func goRedisChecks(q url.Values, db string) error {
 	for _, c := range goRedisInts {
 		if v := q.Get(c.name); v != "" {
@@ -489,14 +508,49 @@ func goRedisChecks(q url.Values, db string) error {
 		}
 	}
 	if v := q.Get("dial_timeout"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d < 0 {
-			return fmt.Errorf("parameter dial_timeout=%q must not be negative", v)
+		// go-redis reads a bare number as seconds.
+		d, err := time.ParseDuration(v)
+		if n, aerr := strconv.Atoi(v); aerr == nil {
+			d, err = time.Duration(n)*time.Second, nil
+		}
+		if err == nil && d <= 0 {
+			return fmt.Errorf("parameter dial_timeout=%q is not positive: every dial would fail at once", v)
 		}
 	}
-	if db = strings.Trim(db, "/"); db != "" {
-		if n, err := strconv.Atoi(db); err == nil && n < 0 {
-			return fmt.Errorf("database number %q must not be negative", db)
+	if err := protocolCheck(q); err != nil {
+		return err
+	}
+	return dbCheck(db, q)
+}
+
+// protocolCheck refuses a protocol other than 2 (RESP2) or 3 (RESP3):
+// go-redis and valkey-go read any other as 3.
+func protocolCheck(q url.Values) error {
+	if v := q.Get("protocol"); v != "" && v != "2" && v != "3" {
+		return fmt.Errorf("parameter protocol=%q is not 2 or 3 (RESP2 or RESP3)", v)
+	}
+	return nil
+}
+
+// dbCheck refuses a database number, the URL's path or its db parameter,
+// that no Redis has (a server's databases setting, which Open cannot
+// know, may allow fewer: the first command then fails), or that is given
+// both ways (the client libraries keep the parameter). One that is not a
+// number is left to the client library's parser, which refuses it.
+func dbCheck(path string, q url.Values) error {
+	db := strings.Trim(path, "/")
+	if q.Has("db") {
+		if db != "" {
+			return errors.New("the database number is given twice: as the path and as db")
 		}
+		db = q.Get("db")
+	}
+	n, err := strconv.Atoi(db)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(db, "-"), err == nil && n > math.MaxInt32:
+		return fmt.Errorf("database number %q is past %d", db, math.MaxInt32)
+	case errors.Is(err, strconv.ErrRange), err == nil && n < 0:
+		return fmt.Errorf("database number %q must not be negative", db)
 	}
 	return nil
 }
@@ -616,12 +670,37 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	for _, d := range []string{"dial_timeout", "write_timeout"} {
 		if v := p.q.Get(d); v != "" {
-			if _, err := time.ParseDuration(v); err != nil {
+			t, err := time.ParseDuration(v)
+			if err != nil {
 				return nil, fmt.Errorf("parameter %s=%q is not a duration (like 250ms or 2s)", d, v)
+			}
+			if d == "dial_timeout" && t < 0 {
+				return nil, fmt.Errorf("parameter dial_timeout=%q must not be negative: every dial would fail at once", v)
 			}
 		}
 	}
-	r := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: u.Path}
+	// valkey-go reads skip_verify only over TLS, an empty one as true, and
+	// any protocol but 2 as 3; it would send a bad database number to the
+	// server, so that Open failed as if the server were at fault.
+	if v, ok := p.q["skip_verify"]; ok {
+		if u.Scheme != "valkeys" {
+			return nil, errors.New("parameter skip_verify is for valkeys:// (TLS) only")
+		}
+		if _, err := strconv.ParseBool(v[0]); err != nil {
+			return nil, fmt.Errorf("parameter skip_verify=%q is not true or false", v[0])
+		}
+	}
+	if err := protocolCheck(p.q); err != nil {
+		return nil, err
+	}
+	if err := dbCheck(u.Path, p.q); err != nil {
+		return nil, err
+	}
+	path := u.Path
+	if strings.Trim(path, "/") == "" {
+		path = "" // valkey-go reads "/" as an empty database number
+	}
+	r := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: path}
 	if u.Scheme == "valkeys" {
 		r.Scheme = "rediss"
 	}

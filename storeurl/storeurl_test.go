@@ -90,6 +90,37 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?max_batch=10001", "max_batch"},
 		{"memcache://127.0.0.1:11211?max_idle_conns=10001", `parameter max_idle_conns="10001" is not a whole number from 1 to 10000`},
 		{"memory://?shards=65537", `parameter shards="65537" is not a whole number from 1 to 65536`},
+		// Malformed values the client libraries take, and duplicates, which
+		// they settle by keeping one: refused before any network call
+		// (valkey's port 1 would otherwise be an ErrUnavailable).
+		{"valkeys://127.0.0.1:1?skip_verify=maybe", `parameter skip_verify="maybe" is not true or false`},
+		{"valkeys://127.0.0.1:1?skip_verify=", "not true or false"},
+		{"valkey://127.0.0.1:1?skip_verify=maybe", "skip_verify is for valkeys:// (TLS) only"},
+		{"valkey://127.0.0.1:1?protocol=9", `parameter protocol="9" is not 2 or 3`},
+		{"redis://127.0.0.1:6379?protocol=9", `parameter protocol="9" is not 2 or 3`},
+		{"redis+cluster://127.0.0.1:7000?protocol=1", "is not 2 or 3"},
+		{"redis+sentinel://127.0.0.1:26379/m?protocol=4", "is not 2 or 3"},
+		{"valkey://127.0.0.1:1?db=1&db=2", "parameter db is given 2 times"},
+		{"redis://127.0.0.1:6379?pool_size=1&pool_size=2", "parameter pool_size is given 2 times"},
+		{"redis+cluster://127.0.0.1:7000?read_timeout=1s&read_timeout=2s&read_timeout=3s", "parameter read_timeout is given 3 times"},
+		{"redis+sentinel://127.0.0.1:26379/m?password=a&password=b", "parameter password is given 2 times"},
+		{"memory://?max_keys=1&max_keys=2", "given 2 times"},
+		{"redis://127.0.0.1:6379/99999999999999", `database number "99999999999999" is past 2147483647`},
+		{"redis://127.0.0.1:6379/99999999999999999999", "is past 2147483647"},
+		{"redis://127.0.0.1:6379?db=2147483648", "is past 2147483647"},
+		{"redis://127.0.0.1:6379?db=-1", "must not be negative"},
+		{"redis://127.0.0.1:6379/1?db=2", "the database number is given twice: as the path and as db"},
+		{"redis+sentinel://127.0.0.1:26379/m/99999999999", "is past 2147483647"},
+		{"valkey://127.0.0.1:1/-1", `database number "-1" must not be negative`},
+		{"valkey://127.0.0.1:1/99999999999", "is past 2147483647"},
+		{"valkey://127.0.0.1:1?db=-1", "must not be negative"},
+		{"valkey://127.0.0.1:1/1?db=1", "given twice"},
+		{"valkey://127.0.0.1:1?dial_timeout=-1s", `parameter dial_timeout="-1s" must not be negative`},
+		// go-redis reads 0 (and a bare number, as seconds, below it) as
+		// no timeout, and then fails every dial at once.
+		{"redis://127.0.0.1:6379?dial_timeout=0", `parameter dial_timeout="0" is not positive`},
+		{"redis://127.0.0.1:6379?dial_timeout=0s", "is not positive"},
+		{"redis+cluster://127.0.0.1:7000?dial_timeout=-5", "is not positive"},
 		// What url.Parse quotes from the host, not the password, is kept.
 		{"redis://u:pw@127.0.0.1:http", `invalid port ":http" after host`},
 	}
@@ -157,6 +188,25 @@ func TestOpenTakesTheMaxima(t *testing.T) {
 		"redis+cluster://127.0.0.1:7000?pipeline_pool_size=10000&pipeline_read_buffer_size=16777216&pipeline_write_buffer_size=16777216",
 		"memcache://127.0.0.1:11211?max_idle_conns=10000",
 		"memory://?shards=65536&max_keys=9223372036854775807",
+	} {
+		b, err := storeurl.Open(u)
+		if err != nil {
+			t.Errorf("Open(%q): %v", u, err)
+			continue
+		}
+		b.Close()
+	}
+}
+
+// What the checks of the parameters leave to the client libraries still
+// opens: the values in range, and addr, go-redis's list of more hosts.
+func TestOpenTakesWellFormedParameters(t *testing.T) {
+	for _, u := range []string{
+		"redis://127.0.0.1:6379/2147483647?protocol=2&dial_timeout=3",
+		"redis://127.0.0.1:6379?db=0&protocol=3&dial_timeout=1s",
+		"redis+cluster://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002",
+		"redis+sentinel://127.0.0.1:26379/m/3?protocol=2",
+		"rediss://127.0.0.1:6379?skip_verify=true",
 	} {
 		b, err := storeurl.Open(u)
 		if err != nil {
@@ -299,9 +349,16 @@ func TestRedisOptionsReachTheClient(t *testing.T) {
 
 func TestUnreachableValkeyIsNotABadURL(t *testing.T) {
 	// A port nothing listens on: 1 is privileged and unused on loopback.
-	_, err := storeurl.Open("valkey://127.0.0.1:1?dial_timeout=200ms")
-	if err == nil || errors.Is(err, storeurl.ErrBadURL) || !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("Open of an unreachable valkey: %v; want ErrUnavailable, not ErrBadURL", err)
+	for _, u := range []string{
+		"valkey://127.0.0.1:1?dial_timeout=200ms",
+		"valkey://127.0.0.1:1/2147483647?dial_timeout=200ms&protocol=2&write_timeout=-1s",
+		"valkeys://127.0.0.1:1?dial_timeout=200ms&skip_verify=true&protocol=3",
+		"valkey://127.0.0.1:1/?db=3&dial_timeout=200ms",
+	} {
+		_, err := storeurl.Open(u)
+		if err == nil || errors.Is(err, storeurl.ErrBadURL) || !errors.Is(err, core.ErrUnavailable) {
+			t.Errorf("Open(%q) of an unreachable valkey: %v; want ErrUnavailable, not ErrBadURL", u, err)
+		}
 	}
 }
 
