@@ -716,6 +716,11 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	if opt.TLSConfig != nil && opt.TLSConfig.MinVersion == 0 {
 		opt.TLSConfig.MinVersion = tls.VersionTLS12
 	}
+	if opt.AlwaysRESP2 {
+		// valkey-go's client-side cache, which the store does not use,
+		// needs RESP3: NewClient refuses RESP2 with it on.
+		opt.DisableCache = true
+	}
 	c, err := valkeygo.NewClient(opt)
 	if err != nil {
 		// valkey-go connects in NewClient: this is the server, not the URL.

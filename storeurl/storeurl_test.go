@@ -347,6 +347,16 @@ func TestRedisOptionsReachTheClient(t *testing.T) {
 	raw.Del(t.Context(), l.Key(id).String())
 }
 
+// protocol=2 opens valkey over RESP2: valkey-go's client-side cache,
+// which the store does not use, needs RESP3, and without it turned off
+// every Open failed as if the server were at fault.
+func TestValkeyOverRESP2(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	b1 := open(t, "valkey://"+addr+"/0?protocol=2")
+	b2 := open(t, "valkey://"+addr+"?protocol=2&dial_timeout=2s")
+	decide(t, true, b1, b2)
+}
+
 func TestUnreachableValkeyIsNotABadURL(t *testing.T) {
 	// A port nothing listens on: 1 is privileged and unused on loopback.
 	for _, u := range []string{
