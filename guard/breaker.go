@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -99,10 +100,16 @@ type BreakerOptions struct {
 	// (3).
 	Probes int
 	// OnStateChange, when set, is called on every change of state, from
-	// the goroutine whose call caused it (an open breaker turns half-open
-	// when a call or State finds its Cooldown over). It runs under the
-	// breaker's lock: it must be fast and must not call the breaker (State
-	// included); hand the change to a channel or an atomic to act on it.
+	// the goroutine whose call caused it, except the change from open to
+	// half-open: the breaker's own timer makes it when Cooldown ends, with
+	// no call needed (or a call or State that finds Cooldown over first
+	// does), so that a service that stopped calling after an outage does
+	// not report its breaker open for ever. The timer calls nothing but
+	// OnStateChange: the store is called only by the calls through the
+	// breaker, and a half-open breaker probes with the next ones. It runs
+	// under the breaker's lock: it must be fast and must not call the
+	// breaker (State and Stop included); hand the change to a channel or
+	// an atomic to act on it.
 	OnStateChange func(name string, from, to State)
 	// Timeout is the Config.Timeout of the Limiters over the breaker. A
 	// call that its context's deadline ended is counted as a failure only
@@ -141,6 +148,12 @@ func (o *BreakerOptions) clamp() {
 // Breaker is a circuit breaker around one store (sony/gobreaker). Store
 // returns the store to give a Limiter. It is safe for concurrent use.
 //
+// While it is open, a timer turns it half-open when Cooldown ends (see
+// BreakerOptions.OnStateChange); Stop ends that timer, and closing the
+// breaker's store stops it too. A breaker that is dropped unstopped holds
+// no goroutine: its timer, if the breaker is open, fires once within
+// Cooldown and is gone.
+//
 // What counts: a call that fails with an error matching core.ErrUnavailable
 // is a failure (a refused or broken connection, a deadline, an outcome
 // unknown), except when the caller's own context ended it (the caller left,
@@ -153,6 +166,17 @@ type Breaker struct {
 	inner store.Store
 	store store.Store
 	given time.Duration // BreakerOptions.Timeout: a shorter deadline is the caller's
+
+	cooldown time.Duration
+	onChange func(name string, from, to State) // BreakerOptions.OnStateChange
+
+	// The timer that turns an open breaker half-open. mu is taken under
+	// gobreaker's lock (by changed), never the other way round.
+	mu      sync.Mutex
+	timer   *time.Timer    // armed while open, unless stopped
+	due     time.Time      // when the last opening's Cooldown ends
+	stopped bool           // Stop was called: the timer is never armed again
+	wakes   sync.WaitGroup // the timer's callbacks under way
 }
 
 // NewBreaker returns a breaker around s. The store it hands out (Store)
@@ -162,7 +186,8 @@ type Breaker struct {
 // paths as over s (the same keys, and the same refunds). It never claims
 // inproc.InProcess or inproc.Binder: a store without I/O needs no breaker.
 // Scripts and Delete go through the breaker; Close and ClockSkew do not
-// (they are not calls to the server that may fail for a time).
+// (they are not calls to the server that may fail for a time), and Close
+// stops the breaker's timer (Stop) before it closes s.
 func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	var o BreakerOptions
 	if opts != nil {
@@ -190,6 +215,7 @@ func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 		o.Probes = DefaultProbes
 	}
 	o.clamp()
+	b := &Breaker{inner: s, cooldown: o.Cooldown, onChange: o.OnStateChange}
 	st := gobreaker.Settings{
 		Name:         o.Name,
 		MaxRequests:  uint32(min(o.Probes, 1<<20)),
@@ -203,17 +229,80 @@ func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 			return o.FailureRatio > 0 && c.Requests >= uint32(o.MinCalls) &&
 				float64(c.TotalFailures) >= o.FailureRatio*float64(c.Requests)
 		},
-		IsExcluded: func(err error) bool { return err == errExcluded },
-	}
-	if f := o.OnStateChange; f != nil {
-		st.OnStateChange = func(name string, from, to gobreaker.State) { f(name, state(from), state(to)) }
+		IsExcluded:    func(err error) bool { return err == errExcluded },
+		OnStateChange: b.changed,
 	}
 	if o.Timeout == 0 {
 		o.Timeout = core.DefaultTimeout
 	}
-	b := &Breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st), inner: s, given: o.Timeout}
+	b.given = o.Timeout
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	b.store = wrap(b, s)
 	return b
+}
+
+// changed hears every change of state, under gobreaker's lock: it arms the
+// timer when the breaker opens, disarms it when the breaker leaves open,
+// and passes the change on to OnStateChange.
+func (b *Breaker) changed(name string, from, to gobreaker.State) {
+	b.mu.Lock()
+	switch {
+	case b.stopped:
+	case to == gobreaker.StateOpen:
+		b.due = time.Now().Add(b.cooldown)
+		if b.timer == nil {
+			b.timer = time.AfterFunc(b.cooldown, b.wake)
+		} else {
+			b.timer.Reset(b.cooldown)
+		}
+	case from == gobreaker.StateOpen:
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
+	if b.onChange != nil {
+		b.onChange(name, state(from), state(to))
+	}
+}
+
+// wake runs when an opening's Cooldown ends: reading the state turns the
+// breaker half-open (gobreaker's own check, which calls changed), without
+// a call to the store.
+func (b *Breaker) wake() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.wakes.Add(1)
+	b.mu.Unlock()
+	defer b.wakes.Done()
+	if b.cb.State() != gobreaker.StateOpen {
+		return
+	}
+	// Still open: the timer ran a hair ahead of gobreaker's clock, or a
+	// call opened the breaker again meanwhile (and re-armed the timer).
+	// Wake again when the last opening's Cooldown ends.
+	b.mu.Lock()
+	if !b.stopped {
+		b.timer.Reset(max(time.Until(b.due), time.Millisecond))
+	}
+	b.mu.Unlock()
+}
+
+// Stop ends the timer that turns an open breaker half-open; when it
+// returns, the timer reports nothing more. The breaker works on: an open
+// breaker then turns half-open only when a call or State finds its
+// Cooldown over, as OnStateChange reports. Closing the breaker's store
+// (store.Closer) stops it too. Stop may be called more than once, but not
+// from OnStateChange.
+func (b *Breaker) Stop() {
+	b.mu.Lock()
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
+	b.wakes.Wait()
 }
 
 // Store returns the store to give a Limiter: s behind the breaker.

@@ -25,8 +25,19 @@
 // one was the caller's own.
 //
 // Observers see the state two ways: Breaker.State, read at any time, and
-// BreakerOptions.OnStateChange, called on every change. The Limiter's
-// Observer also hears each refused call: its Event.Err matches ErrOpen.
+// BreakerOptions.OnStateChange, called on every change. An open breaker
+// turns half-open when its Cooldown ends, by a timer of its own that calls
+// nothing but OnStateChange (a half-open breaker probes the store with the
+// next calls), so that a service that stops calling after an outage does
+// not report its breaker open for ever; Breaker.Stop ends the timer, and
+// closing the breaker's store stops it too. The Limiter's Observer also
+// hears each refused call: its Event.Err matches ErrOpen.
+//
+// One outage is often several openings: each probe that fails opens the
+// breaker again for another Cooldown, so a 2-second stall under traffic
+// is open, half-open, open, ... and closed once, when the store answers
+// again. Count outages by the changes into closed (recoveries), not by
+// the openings.
 //
 // # A fallback sized to the fleet
 //

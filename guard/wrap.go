@@ -79,9 +79,16 @@ func (w deleter) Delete(ctx context.Context, key store.Key) error {
 	return err
 }
 
-type closer struct{ c store.Closer }
+type closer struct {
+	b *Breaker
+	c store.Closer
+}
 
-func (w closer) Close() error { return w.c.Close() }
+// Close stops the breaker (Breaker.Stop) and closes the store.
+func (w closer) Close() error {
+	w.b.Stop()
+	return w.c.Close()
+}
 
 type skewer struct{ k store.ClockSkewer }
 
@@ -100,5 +107,5 @@ func wrap(b *Breaker, s store.Store) store.Store {
 			mask |= 1 << i
 		}
 	}
-	return wrapAs(mask, base{b, s}, runner{b, r}, deleter{b, d}, closer{c}, skewer{k}, multiRunner{b, m})
+	return wrapAs(mask, base{b, s}, runner{b, r}, deleter{b, d}, closer{b, c}, skewer{k}, multiRunner{b, m})
 }
