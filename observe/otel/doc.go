@@ -22,7 +22,7 @@
 //	sluice.rate_limiting.deny_cache.hits         counter {request}; policy
 //	sluice.rate_limiting.fallback.active         gauge {state}; policy (0 or 1)
 //	sluice.rate_limiting.breaker.state           gauge {state}; breaker, state (1 for the current one)
-//	sluice.rate_limiting.breaker.transitions     counter {transition}; breaker, state
+//	sluice.rate_limiting.breaker.transitions     counter {transition}; breaker, state (closed: recoveries)
 //
 // Attributes: sluice.rate_limiting.policy, sluice.rate_limiting.result
 // (allowed, denied, degraded, error: ASP.NET Core's "acquired" is allowed,

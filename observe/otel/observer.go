@@ -68,7 +68,8 @@ type Observer struct {
 
 	mu       sync.Mutex
 	policies atomic.Pointer[map[string]*attrs] // copy-on-write
-	breakers map[string]bool
+	breakers map[string]string                 // names with attributes of their own → the state last reported
+	others   map[string]string                 // names counted as Other → the state last reported (at most MaxPolicies)
 }
 
 // attrs are one policy's pre-built options, so that recording allocates
@@ -95,7 +96,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 		opts.MaxPolicies = DefaultMaxPolicies
 	}
 	m := mp.Meter(ScopeName)
-	o := &Observer{ratio: opts.NearLimitRatio, maxPolicies: opts.MaxPolicies, breakers: map[string]bool{}}
+	o := &Observer{ratio: opts.NearLimitRatio, maxPolicies: opts.MaxPolicies, breakers: map[string]string{}, others: map[string]string{}}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -118,7 +119,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	o.unknown = counter("sluice.rate_limiting.unknown_outcomes", "{call}", "Store calls whose outcome is unknown.")
 	o.releaseErrs = counter("sluice.rate_limiting.release_errors", "{call}", "Lease releases that failed.")
 	o.denyHits = counter("sluice.rate_limiting.deny_cache.hits", "{request}", "Refusals answered by the deny cache without a store call.")
-	o.breakerTrans = counter("sluice.rate_limiting.breaker.transitions", "{transition}", "Circuit breaker state changes, by the state entered.")
+	o.breakerTrans = counter("sluice.rate_limiting.breaker.transitions", "{transition}", "Circuit breaker state changes, by the state entered (closed: recoveries).")
 	o.queue = hist("sluice.rate_limiting.request.time_in_queue", "How long an admission waits before it starts (leaky bucket delay).")
 	o.store = hist("sluice.rate_limiting.store.duration", "Duration of the store call behind a decision or release, failure policy included.")
 	o.fallback = gauge("sluice.rate_limiting.fallback.active", "{state}", "1 while the policy decides through its fallback.")
@@ -254,8 +255,12 @@ var BreakerStates = []string{"closed", "open", "half-open", Other}
 // BreakerStateChanged records that the circuit breaker name entered state
 // ("closed", "open", "half-open"; "half_open" and "halfopen" read as
 // "half-open", anything else as Other): the state gauge is 1 for it and 0
-// for the others, and one transition into it is counted. Wire it to the
-// breaker's OnStateChange callback, and call it once with the initial state.
+// for the others, and, when state is not the one last reported for name,
+// one transition into it is counted. Before its first report a breaker is
+// taken to be closed, as every breaker starts: the initial report of
+// closed, like a repeated state, counts no transition. Wire it to the
+// breaker's OnStateChange callback, and call it once with the initial
+// state (which also creates every state's transition point, at 0).
 func (o *Observer) BreakerStateChanged(name, state string) {
 	switch state {
 	case "closed", "open", "half-open":
@@ -266,11 +271,29 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 	}
 	ctx := context.Background()
 	o.mu.Lock()
-	if !o.breakers[name] {
-		if len(o.breakers) >= o.maxPolicies {
-			name = Other
+	last, seen := o.breakers[name]
+	fresh := false
+	switch {
+	case seen:
+		o.breakers[name] = state
+	case len(o.breakers) < o.maxPolicies:
+		o.breakers[name] = state
+		last, fresh = "closed", true
+	default:
+		// Past the bound: counted as Other, each name's changes told
+		// apart as long as it is remembered.
+		if _, ok := o.breakers[Other]; !ok {
+			o.breakers[Other] = "closed"
+			fresh = true
 		}
-		o.breakers[name] = true
+		if last, seen = o.others[name]; !seen {
+			last = "closed"
+			if len(o.others) >= o.maxPolicies {
+				clear(o.others)
+			}
+		}
+		o.others[name] = state
+		name = Other
 	}
 	o.mu.Unlock()
 	b := BreakerKey.String(name)
@@ -280,6 +303,11 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 			v = 1
 		}
 		o.breakerState.Record(ctx, v, metric.WithAttributes(b, BreakerStateKey.String(st)))
+		if fresh {
+			o.breakerTrans.Add(ctx, 0, metric.WithAttributes(b, BreakerStateKey.String(st)))
+		}
 	}
-	o.breakerTrans.Add(ctx, 1, metric.WithAttributes(b, BreakerStateKey.String(state)))
+	if state != last {
+		o.breakerTrans.Add(ctx, 1, metric.WithAttributes(b, BreakerStateKey.String(state)))
+	}
 }

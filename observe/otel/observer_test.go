@@ -204,6 +204,7 @@ func TestInstrumentsAndUnits(t *testing.T) {
 		}
 	}
 	c.want(t, "sluice.rate_limiting.breaker.transitions", set(BreakerKey.String("redis"), BreakerStateKey.String("half-open")), 1)
+	c.want(t, "sluice.rate_limiting.breaker.transitions", set(BreakerKey.String("redis"), BreakerStateKey.String("open")), 1)
 
 	// Units follow UCUM, and durations are seconds.
 	var rm metricdata.ResourceMetrics
@@ -219,6 +220,41 @@ func TestInstrumentsAndUnits(t *testing.T) {
 			t.Errorf("%s unit %q; want %q", m.Name, m.Unit, u)
 		}
 	}
+}
+
+// The transitions counter counts changes only, as the Prometheus
+// observer's does: the initial report of closed and a repeated state count
+// nothing, and every state's point exists, at 0, from the first report on.
+func TestBreakerTransitionsCountChangesOnly(t *testing.T) {
+	o, r := newObserver(t, Options{})
+	o.BreakerStateChanged("redis", "closed")
+	trans := func(breaker, st string) attribute.Set {
+		return set(BreakerKey.String(breaker), BreakerStateKey.String(st))
+	}
+	c := collect(t, r)
+	for _, st := range BreakerStates {
+		c.want(t, "sluice.rate_limiting.breaker.transitions", trans("redis", st), 0)
+	}
+	for _, s := range []string{"open", "open", "half-open", "open", "half-open", "half_open", "closed", "closed"} {
+		o.BreakerStateChanged("redis", s)
+	}
+	o.BreakerStateChanged("db", "open") // no initial report: a breaker starts closed
+	c = collect(t, r)
+	for st, want := range map[string]int64{"closed": 1, "open": 2, "half-open": 2, Other: 0} {
+		c.want(t, "sluice.rate_limiting.breaker.transitions", trans("redis", st), want)
+	}
+	c.want(t, "sluice.rate_limiting.breaker.transitions", trans("db", "open"), 1)
+
+	// Past MaxPolicies, breakers count as Other, each one's changes still
+	// told apart: three initial reports and three openings are 3 changes.
+	o, r = newObserver(t, Options{MaxPolicies: 2})
+	for i := range 5 {
+		o.BreakerStateChanged(fmt.Sprintf("b%d", i), "closed")
+		o.BreakerStateChanged(fmt.Sprintf("b%d", i), "open")
+	}
+	c = collect(t, r)
+	c.want(t, "sluice.rate_limiting.breaker.transitions", trans(Other, "open"), 3)
+	c.want(t, "sluice.rate_limiting.breaker.transitions", trans(Other, "closed"), 0)
 }
 
 func TestCardinalityBound(t *testing.T) {

@@ -18,7 +18,7 @@
 //	sluice_deny_cache_hits_total{policy}       counter; DenyCacheHit
 //	sluice_fallback_active{policy}             gauge 0/1; SetFallbackActive
 //	sluice_breaker_state{breaker,state}        gauge, 1 for the current state; BreakerStateChanged
-//	sluice_breaker_transitions_total{breaker,state}  counter; changes into state
+//	sluice_breaker_transitions_total{breaker,state}  counter; changes into state (state="closed": recoveries)
 //
 // and, from NewStoreCollector, per store (store label):
 //
@@ -61,7 +61,8 @@
 // # Hooks for state the Observer cannot see
 //
 // A circuit breaker and a fallback are states, not decisions: wire
-// BreakerStateChanged to a breaker's state-change callback and
+// BreakerStateChanged to a breaker's state-change callback (and report its
+// initial state once: that counts no transition, but creates the series),
 // SetFallbackActive to whatever enters and leaves the fallback, and
 // DenyCacheHit to a deny cache's hits. Each is safe for concurrent use.
 package prometheus

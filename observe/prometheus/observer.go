@@ -66,7 +66,8 @@ type Observer struct {
 
 	mu       sync.Mutex                         // serializes writers of policies and breakers
 	policies atomic.Pointer[map[string]*series] // copy-on-write
-	breakers map[string]bool                    // names with series of their own
+	breakers map[string]string                  // names with series of their own → the state last reported
+	others   map[string]string                  // names counted under Other → the state last reported (at most MaxPolicies)
 }
 
 // series are one policy's children, resolved once.
@@ -119,7 +120,8 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	o := &Observer{
 		ratio:       opts.NearLimitRatio,
 		maxPolicies: opts.MaxPolicies,
-		breakers:    map[string]bool{},
+		breakers:    map[string]string{},
+		others:      map[string]string{},
 		decisions:   counter("decisions_total", "Rate-limit decisions, by policy and outcome (allowed, denied, degraded: made by the failure policy, error).", "policy", "outcome"),
 		nearLimit:   counter("near_limit_total", "Admissions that left the identity past the near-limit ratio of its limit.", "policy"),
 		shadow:      counter("shadow_refusals_total", "Refusals that a shadow-mode limiter admitted.", "policy"),
@@ -136,7 +138,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		}, []string{"policy", "op"}),
 		fallback:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "fallback_active", Help: "1 while the policy decides through its fallback.", ConstLabels: cl}, []string{"policy"}),
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state", Help: "1 for the circuit breaker's current state, 0 for the others.", ConstLabels: cl}, []string{"breaker", "state"}),
-		breakerTrans: counter("breaker_transitions_total", "Circuit breaker state changes, by the state entered.", "breaker", "state"),
+		breakerTrans: counter("breaker_transitions_total", "Circuit breaker state changes, by the state entered (state=\"closed\": recoveries).", "breaker", "state"),
 	}
 	empty := map[string]*series{}
 	o.policies.Store(&empty)
@@ -267,10 +269,15 @@ func (o *Observer) SetFallbackActive(policy string, active bool) {
 // BreakerStateChanged records that the circuit breaker name entered state:
 // "closed", "open" or "half-open" ("half_open" and "halfopen" are read as
 // "half-open"; anything else counts as Other). sluice_breaker_state is then
-// 1 for that state and 0 for the others, and
-// sluice_breaker_transitions_total{state} counts one more change. Wire it to
-// the breaker's OnStateChange callback; call it once with the initial state
-// so the gauge exists before the first change.
+// 1 for that state and 0 for the others, and, when state is not the one
+// last reported for name, sluice_breaker_transitions_total{state} counts
+// one more change. Before its first report a breaker is taken to be
+// closed, as every breaker starts: the initial report of closed, like a
+// repeated state, sets the gauge and counts no change. Wire it to the
+// breaker's OnStateChange callback; call it once with the initial state so
+// that the series exist before the first change (every state's transition
+// counter is created at 0 on the first report, so that increase() sees the
+// first change into it).
 func (o *Observer) BreakerStateChanged(name, state string) {
 	switch state {
 	case "closed", "open", "half-open":
@@ -283,11 +290,30 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 	// breaker's name is the application's, unchecked.
 	name = strings.ToValidUTF8(name, "\uFFFD")
 	o.mu.Lock()
-	if !o.breakers[name] {
-		if len(o.breakers) >= o.maxPolicies {
-			name = Other
+	defer o.mu.Unlock()
+	last, seen := o.breakers[name]
+	switch {
+	case seen:
+		o.breakers[name] = state
+	case len(o.breakers) < o.maxPolicies:
+		o.breakers[name] = state
+		last = "closed"
+		o.newBreaker(name)
+	default:
+		// Past the bound: counted under Other, each name's changes told
+		// apart as long as it is remembered.
+		if _, ok := o.breakers[Other]; !ok {
+			o.breakers[Other] = "closed"
+			o.newBreaker(Other)
 		}
-		o.breakers[name] = true
+		if last, seen = o.others[name]; !seen {
+			last = "closed"
+			if len(o.others) >= o.maxPolicies {
+				clear(o.others)
+			}
+		}
+		o.others[name] = state
+		name = Other
 	}
 	for _, st := range BreakerStates {
 		v := 0.0
@@ -296,6 +322,14 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 		}
 		o.breakerState.WithLabelValues(name, st).Set(v)
 	}
-	o.mu.Unlock()
-	o.breakerTrans.WithLabelValues(name, state).Inc()
+	if state != last {
+		o.breakerTrans.WithLabelValues(name, state).Inc()
+	}
+}
+
+// newBreaker creates name's transition counters, at 0.
+func (o *Observer) newBreaker(name string) {
+	for _, st := range BreakerStates {
+		o.breakerTrans.WithLabelValues(name, st)
+	}
 }

@@ -148,7 +148,9 @@ func TestBreakerStates(t *testing.T) {
 			t.Errorf("state %s = %v; want %v", st, got, want)
 		}
 	}
-	for st, want := range map[string]float64{"closed": 2, "open": 1, "half-open": 1, Other: 1} {
+	// The first report (closed, where every breaker starts) is not a
+	// change; the second closed is.
+	for st, want := range map[string]float64{"closed": 1, "open": 1, "half-open": 1, Other: 1} {
 		if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues("redis", st)); got != want {
 			t.Errorf("transitions into %s = %v; want %v", st, got, want)
 		}
@@ -172,6 +174,53 @@ func TestBreakerStates(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(o.denyHits.WithLabelValues("p\uFFFD")); got != 1 {
 		t.Errorf("deny-cache hits of a policy named %q = %v; want 1", "p\xff", got)
+	}
+}
+
+// sluice_breaker_transitions_total counts changes only: the first report
+// of closed (the initial state every breaker starts in, which the docs ask
+// to report so that the series exist) and a repeated state count nothing.
+// Every state's counter exists from the first report on, at 0, so that
+// increase() sees the first change into it (a counter that first appears
+// at 1 loses that step).
+func TestBreakerTransitionsCountChangesOnly(t *testing.T) {
+	o, _ := newObserver(t, Options{})
+	o.BreakerStateChanged("redis", "closed")
+	if n := testutil.CollectAndCount(o.breakerTrans); n != len(BreakerStates) {
+		t.Fatalf("%d transition series after the initial report; want %d, one per state", n, len(BreakerStates))
+	}
+	for _, st := range BreakerStates {
+		if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues("redis", st)); got != 0 {
+			t.Errorf("after the initial report, transitions into %s = %v; want 0", st, got)
+		}
+	}
+	for _, s := range []string{"open", "open", "half-open", "open", "half-open", "half_open", "closed", "closed"} {
+		o.BreakerStateChanged("redis", s)
+	}
+	for st, want := range map[string]float64{"closed": 1, "open": 2, "half-open": 2, Other: 0} {
+		if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues("redis", st)); got != want {
+			t.Errorf("transitions into %s = %v; want %v", st, got, want)
+		}
+	}
+	// Without the initial report, the first change still counts: a
+	// breaker starts closed.
+	o.BreakerStateChanged("db", "open")
+	if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues("db", "open")); got != 1 {
+		t.Errorf("a first report of open counted %v; want 1", got)
+	}
+
+	// Past MaxPolicies, breakers count under Other, each one's changes
+	// still told apart: three initial reports and three openings are 3
+	// changes.
+	o, _ = newObserver(t, Options{MaxPolicies: 2})
+	for i := range 5 {
+		o.BreakerStateChanged(fmt.Sprintf("b%d", i), "closed")
+		o.BreakerStateChanged(fmt.Sprintf("b%d", i), "open")
+	}
+	for st, want := range map[string]float64{"open": 3, "closed": 0} {
+		if got := testutil.ToFloat64(o.breakerTrans.WithLabelValues(Other, st)); got != want {
+			t.Errorf("past the bound, transitions into %s under other = %v; want %v", st, got, want)
+		}
 	}
 }
 
