@@ -44,7 +44,7 @@ const (
 )
 
 func newBatcher(c valkeygo.Client) *batcher {
-	one := func(ctx context.Context, v *vcall) { v.resp = c.Do(ctx, v.cmd) }
+	one := func(ctx context.Context, v *vcall) { v.resp = c.Do(onPipeline(ctx), v.cmd) }
 	many := func(ctx context.Context, vs []*vcall) {
 		if len(vs) == 1 {
 			one(ctx, vs[0])
@@ -55,7 +55,7 @@ func newBatcher(c valkeygo.Client) *batcher {
 		for _, v := range vs {
 			cmds = append(cmds, v.cmd)
 		}
-		for i, resp := range c.DoMulti(ctx, cmds...) {
+		for i, resp := range c.DoMulti(onPipeline(ctx), cmds...) {
 			vs[i].resp = resp
 		}
 		clear(cmds)

@@ -59,7 +59,7 @@ type casBackend Store
 // compares byte for byte. valkey-go may retry a GET after a network error;
 // a read can be repeated safely.
 func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
-	resp := b.c.Do(ctx, b.c.B().Get().Key(key).Build())
+	resp := b.c.Do(onPipeline(ctx), b.c.B().Get().Key(key).Build())
 	v, err := resp.ToString()
 	switch {
 	case valkeygo.IsValkeyNil(err):
@@ -76,6 +76,7 @@ func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) 
 func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
 	ms := pxMillis(ttl + b.skew)
 	c := b.c
+	ctx = onPipeline(ctx)
 	if token == nil {
 		resp := c.Do(ctx, c.B().Set().Key(key).Value(string(next)).Nx().PxMilliseconds(ms).Build())
 		if err := resp.Error(); err != nil {

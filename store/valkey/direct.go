@@ -114,7 +114,7 @@ func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valke
 	if n > d.batchFrom {
 		return d.b.do(ctx, cmd)
 	}
-	return d.c.Do(ctx, cmd), nil
+	return d.c.Do(onPipeline(ctx), cmd), nil
 }
 
 // put takes back l after a command: idle again when it is sound and the

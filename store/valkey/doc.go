@@ -79,8 +79,14 @@
 // (OOM, READONLY, BUSY, MOVED past the redirect limit, ...), and OOM,
 // READONLY, MISCONF or NOREPLICAS raised inside a script, which Redis and
 // Valkey check for a script's write only while it has written nothing.
-// Unknown: everything else. A call ends at its context's deadline, but the
-// server may already have run the script: valkey-go returns "context
+// Unknown: everything else. A call ends at its context's deadline, its
+// own and never another's: on valkey-go's shared connection the store
+// hides the deadline from valkey-go and lets the context's end abort the
+// call, since valkey-go, sending a command synchronously on an idle
+// connection with the socket's deadline set to the command's, closes the
+// connection when that deadline passes and fails every command queued
+// behind it then (a dedicated connection, one command at a time, keeps
+// the deadline on its socket). The server may already have run the script: valkey-go returns "context
 // deadline exceeded" for a reply that did not arrive in time (it turns a
 // socket deadline into a bare context error, so such an error proves
 // nothing), and a command still queued on the connection when its context

@@ -171,12 +171,36 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
 	}
-	resp := s.c.Do(ctx, s.c.B().Del().Key(key.String()).Build())
+	resp := s.c.Do(onPipeline(ctx), s.c.B().Del().Key(key.String()).Build())
 	if err := resp.Error(); err != nil {
 		return storeError("delete", err, false)
 	}
 	return nil
 }
+
+// onPipeline is ctx for a command on valkey-go's shared connection: its
+// Done and Err, and no deadline. valkey-go sends a command that finds the
+// connection idle synchronously, with the socket's deadline set to the
+// command's own; when that deadline passes it closes the connection, and
+// every command queued behind it then fails at that deadline, not its own
+// (in a stall longer than Config.Timeout, calls that started up to a
+// Timeout later failed with the first). Without a deadline valkey-go
+// queues the command for its writer and reader goroutines and, when ctx
+// ends, returns ctx.Err() at once and leaves the connection up for the
+// others: each call ends at its own deadline, never before. A dedicated
+// connection, one command at a time, keeps the deadline on its socket.
+func onPipeline(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx
+	}
+	return noDeadline{ctx}
+}
+
+// noDeadline is a context whose deadline is hidden; it still ends with
+// its parent.
+type noDeadline struct{ context.Context }
+
+func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // send sends a script's command: down one of the store's dedicated
 // connections while few are in flight, through the client's pipeline
@@ -186,7 +210,7 @@ func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valk
 	if s.direct != nil {
 		return s.direct.do(ctx, cmd)
 	}
-	return s.c.Do(ctx, cmd), nil
+	return s.c.Do(onPipeline(ctx), cmd), nil
 }
 
 // Close marks the Store closed: later calls fail with an error matching

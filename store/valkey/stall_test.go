@@ -1,0 +1,85 @@
+package valkey_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/valkey"
+	valkeygo "github.com/valkey-io/valkey-go"
+)
+
+// TestEachCallEndsAtItsOwnDeadline: during a stall a little longer than
+// Config.Timeout, every call ends at its own deadline, never before: those
+// that started early fail at theirs, and those whose deadline falls after
+// the stall are decided. valkey-go closes its shared connection when a
+// command it sent synchronously meets its socket deadline, and every
+// command queued behind it then failed with the first one's deadline.
+func TestEachCallEndsAtItsOwnDeadline(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	const (
+		timeout = 100 * time.Millisecond
+		stall   = 150 * time.Millisecond
+		spacing = 4 * time.Millisecond
+		calls   = 25 // the last starts 96 ms into the stall
+	)
+	for _, standalone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedicated connections %v", standalone), func(t *testing.T) {
+			proxy := newStallProxy(t, addr)
+			opt := valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true}
+			var c valkeygo.Client
+			var err error
+			if standalone {
+				c, err = valkeygo.NewClient(opt)
+			} else {
+				// A client the store leaves its commands to (as it does a
+				// cluster's): every one takes valkey-go's shared connection.
+				c, err = valkeygo.NewClient(opt)
+				if err == nil {
+					c = opaque{c}
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			l, err := core.New(core.Config{Policy: core.PerSecond("stall", 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
+				Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 8 {
+				if _, err := l.Allow(context.Background(), "warm"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			proxy.Stall()
+			time.AfterFunc(stall, proxy.Resume)
+			var wg sync.WaitGroup
+			base := time.Now()
+			for i := range calls {
+				wg.Go(func() {
+					start := time.Now()
+					_, err := l.Allow(context.Background(), fmt.Sprint("id", i))
+					took := time.Since(start)
+					switch {
+					case err != nil && took < timeout-2*time.Millisecond:
+						t.Errorf("call %d, started %v into the stall: failed after %v, before its Timeout of %v: %v", i, start.Sub(base).Round(time.Millisecond), took.Round(time.Millisecond), timeout, err)
+					case err != nil && start.Sub(base)+timeout > stall+40*time.Millisecond:
+						t.Errorf("call %d, started %v into the stall: %v; its deadline fell %v after the stall ended", i, start.Sub(base).Round(time.Millisecond), err, (start.Sub(base) + timeout - stall).Round(time.Millisecond))
+					}
+				})
+				time.Sleep(spacing)
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// opaque hides a client's type, so that the store sends every command
+// through valkey-go's own routing.
+type opaque struct{ valkeygo.Client }
