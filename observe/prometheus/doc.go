@@ -63,6 +63,8 @@
 // A circuit breaker and a fallback are states, not decisions: wire
 // BreakerStateChanged to a breaker's state-change callback (and report its
 // initial state once: that counts no transition, but creates the series),
-// SetFallbackActive to whatever enters and leaves the fallback, and
-// DenyCacheHit to a deny cache's hits. Each is safe for concurrent use.
+// SetFallbackActive to whatever enters and leaves the fallback (from a
+// breaker's callback: active while the breaker is not closed, since one
+// outage alternates between open and half-open), and DenyCacheHit to a
+// deny cache's hits. Each is safe for concurrent use.
 package prometheus
