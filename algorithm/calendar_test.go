@@ -98,36 +98,30 @@ func TestCalendarSkippedDateAndTheEpoch(t *testing.T) {
 	}
 	apia := loadLoc(t, "Pacific/Apia")
 	p := &core.Policy{Name: "day", Limit: 10, Window: 24 * time.Hour}
-	c := Calendar{Day, apia}
+	if n := admittedAt(Calendar{Day, apia}, p, time.Date(2011, 12, 29, 0, 30, 0, 0, apia), time.Date(2011, 12, 29, 5, 0, 0, 0, apia), time.Date(2011, 12, 29, 23, 0, 0, 0, apia)); n != 10 {
+		t.Errorf("Apia, 2011-12-29: %d admitted over the day under 10 a day", n)
+	}
+	berlin := loadLoc(t, "Europe/Berlin")
+	if n := admittedAt(Calendar{Day, berlin}, p, time.Date(1970, 1, 1, 0, 30, 0, 0, berlin), time.Date(1970, 1, 1, 9, 0, 0, 0, berlin)); n != 10 {
+		t.Errorf("Berlin, 1970-01-01: %d admitted over the day under 10 a day", n)
+	}
+}
+
+// admittedAt steps c ten times at each instant, on one state, and counts
+// the admissions.
+func admittedAt(c Calendar, p *core.Policy, at ...time.Time) int {
 	var state []byte
 	admitted := 0
-	for _, at := range []time.Time{time.Date(2011, 12, 29, 0, 30, 0, 0, apia), time.Date(2011, 12, 29, 5, 0, 0, 0, apia), time.Date(2011, 12, 29, 23, 0, 0, 0, apia)} {
+	for _, t := range at {
 		for range 10 {
-			next, _, d := c.Step(state, at.UnixMicro(), 1, p)
+			next, _, d := c.Step(state, t.UnixMicro(), 1, p)
 			if d.Allowed {
 				admitted++
 				state = append(state[:0], next...)
 			}
 		}
 	}
-	if admitted != 10 {
-		t.Errorf("Apia, 2011-12-29: %d admitted over the day under 10 a day", admitted)
-	}
-
-	berlin := loadLoc(t, "Europe/Berlin")
-	c, state, admitted = Calendar{Day, berlin}, nil, 0
-	for _, at := range []time.Time{time.Date(1970, 1, 1, 0, 30, 0, 0, berlin), time.Date(1970, 1, 1, 9, 0, 0, 0, berlin)} {
-		for range 10 {
-			next, _, d := c.Step(state, at.UnixMicro(), 1, p)
-			if d.Allowed {
-				admitted++
-				state = append(state[:0], next...)
-			}
-		}
-	}
-	if admitted != 10 {
-		t.Errorf("Berlin, 1970-01-01: %d admitted over the day under 10 a day", admitted)
-	}
+	return admitted
 }
 
 // TestCalendarStep: the quota holds per period and resets exactly at the
