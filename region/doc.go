@@ -107,6 +107,29 @@
 // d/W)·L in all (+ ⌊MaxDelay/T⌋ for the queue) in any interval of length
 // d <= H: the bound of one limiter of the global policy, since each unit
 // costs W/aᵢ of the time owed, whatever aᵢ it was admitted under.
+// Each region's Burst is at least 1, so a Burst below N lets the fleet
+// admit N units at one instant, not Burst.
+//
+// # Lost reports, and clocks
+//
+// The proof needs every claim a region enforces to stay readable until
+// its lease ends. A coordinator that loses reports (restarted without
+// persistence, flushed, evicted) breaks that, so a report that is missing
+// counts as an unknown claim, any up to L, until the lease on the last
+// report read of that region ends (or, for a region never read, a lease
+// after the Region was made), and only then as its floor: every region
+// holds its floor meanwhile, and the split is made again once the reports
+// are back. TestCoordinatorDataLossKeepsTheLimit loses every report in the
+// middle of a window; without the rule that window admitted 130 of 100.
+//
+// The aligned hold ends at the end of a window by this region's clock,
+// plus P for the skew between it and its store's: the bound takes each
+// regional store's clock (a regional Redis decides by its own TIME) to be
+// within P of its region's. A store clock behind by more than P counts a
+// window that ends after the hold, which may then admit as much as without
+// the hold (measured: 168 of 100 with P = 20 ms and the store 50 ms
+// behind). NTP keeps machines within milliseconds; keep P
+// above the skew.
 //
 // # A change of allowance, per algorithm
 //

@@ -134,6 +134,7 @@ type Region struct {
 	lease    time.Duration
 	inflight time.Duration // how long a decision may take: the limiter's Timeout
 	clock    core.Clock
+	born     time.Time // when New made it: what it knows of the others starts here
 
 	lim   atomic.Pointer[enforcer]
 	drop  atomic.Int64 // UnixNano past which an unsynced region holds its floor; 0: none
@@ -249,6 +250,7 @@ func New(cfg Config) (*Region, error) {
 	if r.clock == nil {
 		r.clock = core.SystemClock{}
 	}
+	r.born = r.clock.Now()
 	l, err := r.limiterFor(start)
 	if err != nil {
 		return nil, err
@@ -294,6 +296,9 @@ func (r *Region) timing(cfg Config) error {
 		// The least lease that keeps the allowance for 3 periods.
 		m := max(r.period, r.inflight)
 		k = int((r.hold+m+r.period-1)/r.period) + 3
+		if time.Duration(k) > core.MaxWindow/r.period {
+			return fmt.Errorf("region: the default lease, Hold (%s) + max(SyncPeriod, Limiter.Timeout) (%s) + 3·SyncPeriod, is above %s: a synced split of a window this long needs a shorter Hold (see the package doc for the bound without it)", r.hold, m, core.MaxWindow)
+		}
 	}
 	if k < 0 || time.Duration(k) > core.MaxWindow/r.period {
 		return fmt.Errorf("region: LeasePeriods must be positive, and LeasePeriods·SyncPeriod at most %s; got %d", core.MaxWindow, cfg.LeasePeriods)

@@ -454,3 +454,52 @@ func TestRestartedRegionHoldsItsOldClaim(t *testing.T) {
 		t.Errorf("r1's allowance %d after the old claim's window ended, want most of the limit", got)
 	}
 }
+
+// flushable is a coordinator that can lose its data, as a redis-server
+// without persistence does when it restarts, or any store on FLUSHALL.
+type flushable struct {
+	cur atomic.Pointer[memory.Store]
+	clk core.Clock
+}
+
+func (f *flushable) flush() {
+	f.cur.Store(memory.New(&memory.Options{Clock: f.clk, SweepInterval: -1}))
+}
+
+func (f *flushable) Update(ctx context.Context, k store.Key, m store.Mutation) error {
+	return f.cur.Load().Update(ctx, k, m)
+}
+
+// A coordinator that loses every report (restarted empty, flushed,
+// evicted) must not let one region take the others' shares while they
+// still enforce them: a report that vanished is counted as unknown (any
+// claim) until the lease on what was last read of it ends, as a region
+// cut off is, and the regions then split the limit again.
+func TestCoordinatorDataLossKeepsTheLimit(t *testing.T) {
+	const limit = 100
+	var coord *flushable
+	s := newSim(t, region.Synced, limit, 3, func(c *region.Config) {
+		if coord == nil {
+			coord = &flushable{clk: c.Clock}
+			coord.flush()
+		}
+		c.Coordinator = coord
+	})
+	busy := func(i int, _ time.Duration) float64 {
+		if i < 2 {
+			return 3 * limit
+		}
+		return 0
+	}
+	s.run(4100*time.Millisecond, busy) // the shares settle, then the data is lost mid-window
+	coord.flush()
+	s.run(4900*time.Millisecond, busy)
+	for w := int64(0); w < 9; w++ {
+		if s.total(w) > limit {
+			t.Errorf("window %d: %d admitted %v, over the limit of %d", w, s.total(w), s.admitted[w], limit)
+		}
+	}
+	if got := s.total(8); got < limit/2 {
+		t.Errorf("window 8, four seconds after the loss: %d admitted %v; want the split back above %d", got, s.admitted[8], limit/2)
+	}
+}

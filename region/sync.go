@@ -357,7 +357,21 @@ func (m *syncRound) judge(now time.Time) {
 		case j == r.self:
 			m.live[j] = true
 		case rep == nil:
+			// No report: the coordinator lost it (restarted empty, flushed,
+			// evicted), or the region never wrote one. Its writer may still
+			// enforce a claim: the last it wrote, which this region may not
+			// have read. So until the lease on the last report read of it
+			// ends (or, of one never read, a lease after this region was
+			// made), its claim is unknown, any up to the whole limit; after
+			// that it is counted at its floor, as a region cut off is.
+			since := r.born
+			if s, ok := m.seen[r.names[j]]; ok {
+				since = s.first
+			}
 			m.live[j], m.claims[j] = false, r.floors[j]
+			if now.Before(since.Add(r.lease)) {
+				m.claims[j] = r.limit
+			}
 		default:
 			// A report not seen before, or changed, is live; an unchanged
 			// one is live until Lease after this region first read it.
