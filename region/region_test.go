@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,6 +338,13 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := region.New(base()); err != nil {
 		t.Errorf("base config: %v", err)
+	}
+	// A month's window holds its allowance longer than a lease may be: the
+	// error says so, not that a field never set is wrong.
+	month := base()
+	month.Limiter.Policy, month.Limiter.Algorithm = core.Policy{Name: "month", Limit: 1000, Window: core.MaxWindow}, algorithm.FixedWindow{}
+	if _, err := region.New(month); err == nil || !strings.Contains(err.Error(), "default lease") || strings.Contains(err.Error(), "got 0") {
+		t.Errorf("a synced split of a %s window: %v; want an error naming the default lease and Hold", core.MaxWindow, err)
 	}
 	// The default lease keeps the allowance three periods past the hold and
 	// the limiter's Timeout, however short the period.
