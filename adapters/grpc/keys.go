@@ -10,7 +10,8 @@ import (
 // stored in the call's context under key (context.WithValue), after it
 // validated the caller's credentials: chain that interceptor before this
 // policy's. The value may be a string, a []byte, a fmt.Stringer, or any
-// integer type. A call without one (not authenticated) is keyed by its
+// integer type, a type of the application's own included (type UserID
+// string). A call without one (not authenticated) is keyed by its
 // client address instead, under the same policy.
 func Identity(key any) KeyFunc {
 	return func(c *Call) string { return identity.Of(c.Value(key)) }

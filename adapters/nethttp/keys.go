@@ -10,7 +10,8 @@ import (
 // stored under key after its own authentication (for net/http, in the
 // request's context: context.WithValue; for gin, with c.Set; for echo, with
 // c.Set). The value may be a string, a []byte, a fmt.Stringer, or any
-// integer type. A request without one (not authenticated) is keyed by its client
+// integer type, a type of the application's own included (type UserID
+// string). A request without one (not authenticated) is keyed by its client
 // address instead, under the same policy.
 func Identity(key any) KeyFunc {
 	return func(q *Request) string { return identity.Of(q.Value(key)) }

@@ -6,12 +6,15 @@ package identity
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
 // Of returns v as an identity: a string as it is, a []byte as its bytes,
-// any integer type in decimal, a fmt.Stringer by its String; "" for
-// anything else (nil included), which the doors read as "no identity".
+// any integer type in decimal, a fmt.Stringer by its String, and a type of
+// the application's own by its kind (type UserID string as a string); ""
+// for anything else (nil, and a nil pointer, included), which the doors
+// read as "no identity".
 func Of(v any) string {
 	switch v := v.(type) {
 	case string:
@@ -39,7 +42,23 @@ func Of(v any) string {
 	case uint64:
 		return strconv.FormatUint(v, 10)
 	case fmt.Stringer:
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return "" // a nil *T whose String would dereference it
+		}
 		return v.String()
+	}
+	// A type of the application's own (type UserID string): by its kind.
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.String:
+		return rv.String()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(rv.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return strconv.FormatUint(rv.Uint(), 10)
+	case reflect.Slice:
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			return string(rv.Bytes())
+		}
 	}
 	return ""
 }
