@@ -54,7 +54,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		writeProblem(w, http.StatusInternalServerError, notMadeBody)
 		return nil, false
 	}
-	if r.URL != nil && p.skipPath(r.URL.Path) {
+	if p.skipRequest(r) {
 		return nil, true
 	}
 	q := p.newRequest(r, route, v)

@@ -43,8 +43,10 @@ type Config struct {
 	// "/debug/" and everything under it); "/" alone is the root path only,
 	// never the whole site. A request path is only matched
 	// when it is already clean (no "//", "." or ".." segments), so
-	// "/healthz/../admin" is limited like any other path. Entries must start
-	// with "/" and be clean themselves.
+	// "/healthz/../admin" is limited like any other path, and as the client
+	// sent it: "/%68ealthz" or "/debug%2Fx", which a router may route on as
+	// they are, is not "/healthz" or "/debug/x". Entries must start with
+	// "/" and be clean themselves.
 	SkipPaths []string
 
 	// Skip, when set, reports further requests that are not limited. It is

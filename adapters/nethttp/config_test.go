@@ -1,6 +1,8 @@
 package nethttp
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,21 @@ func TestSkipPaths(t *testing.T) {
 	empty := testPolicy(t, Config{})
 	if empty.skipPath("/healthz") {
 		t.Error("a policy without SkipPaths skipped /healthz")
+	}
+	// A path is matched as the client sent it: a router that routes on the
+	// escaped path (echo; net/http's ServeMux keeps %2F in a segment) would
+	// serve "/debug%2Fx" or "/%68ealthz" elsewhere, unlimited, if the
+	// decoded form matched. An escape the default encoding also makes
+	// (a space) changes nothing.
+	for target, want := range map[string]bool{
+		"/debug%2Fanything":      false,
+		"/%68ealthz":             false,
+		"/debug/a%20b.css":       true,
+		"/healthz":               true,
+		"/debug/pprof?seconds=5": true,
+	} {
+		if got := p.skipRequest(httptest.NewRequest(http.MethodGet, target, nil)); got != want {
+			t.Errorf("a request for %q: skipped %v, want %v", target, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 )
@@ -21,6 +22,22 @@ func (p *Policy) setSkipPaths(paths []string) error {
 		p.skipExact[s] = struct{}{}
 	}
 	return nil
+}
+
+// skipRequest reports whether r's path, as the client sent it, is in
+// SkipPaths: its escaped form when it differs from the default encoding
+// of the decoded one (URL.RawPath), which some routers route on (echo, and
+// net/http's ServeMux for "%2F", which stays in one segment), so that
+// "/debug%2Fx" or "/%68ealthz" is never skipped as "/debug/x" or
+// "/healthz" while it is routed elsewhere.
+func (p *Policy) skipRequest(r *http.Request) bool {
+	if r.URL == nil || (p.skipExact == nil && p.skipTree == nil) {
+		return false
+	}
+	if r.URL.RawPath != "" {
+		return p.skipPath(r.URL.RawPath)
+	}
+	return p.skipPath(r.URL.Path)
 }
 
 // skipPath reports whether a request path is in SkipPaths. Only clean paths
