@@ -89,9 +89,12 @@ type Transport struct {
 	Base http.RoundTripper
 	// FailFast returns a *LimitedError at once instead of waiting.
 	FailFast bool
-	// MaxWait is the longest a request waits for its quota; a longer wait
-	// returns a *LimitedError at once. Zero means DefaultMaxWait; negative
-	// means never wait (the same as FailFast).
+	// MaxWait is the longest a request waits for its quota, in all (it may
+	// wake for a unit another request takes, and sleep again), and for the
+	// response of a request already out when nothing is known yet; a
+	// longer wait returns a *LimitedError, at once when it is known
+	// beforehand. Zero means DefaultMaxWait; negative means never wait
+	// (the same as FailFast).
 	MaxWait time.Duration
 	// Retries is how many times an idempotent request whose body can be
 	// replayed is sent again after a 429 or a 503 with Retry-After, each
@@ -265,20 +268,32 @@ func replayable(r *http.Request) bool {
 // admit waits until a request may go to scope name, and counts it as sent
 // against the scope and every policy it draws on (returned, for learn).
 func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, error) {
+	// MaxWait bounds the whole wait, however many times the request sleeps
+	// (it may lose a unit it woke for to another request, and sleep again).
+	maxWait := t.maxWait()
+	var deadline time.Time
 	for {
 		t.mu.Lock()
 		s := t.get(name)
 		now := t.clock()
+		if deadline.IsZero() {
+			deadline = now.Add(maxWait)
+		}
+		left := deadline.Sub(now)
 		wait, by, blind := s.state(now)
-		if wait <= 0 && blind && s.inflight > 0 && !t.FailFast {
+		if wait <= 0 && blind && s.inflight > 0 && maxWait > 0 {
 			// Nothing is known that allows more: wait for the response of
-			// the request already out, rather than stampede.
+			// the request already out, rather than stampede, within what
+			// is left of MaxWait.
 			if s.notify == nil {
 				s.notify = make(chan struct{})
 			}
 			done := s.notify
 			t.mu.Unlock()
-			if err := sleepUntil(ctx, done, -1); err != nil {
+			if left <= 0 {
+				return nil, nil, &LimitedError{Scope: name, Wait: maxWait}
+			}
+			if err := sleepUntil(ctx, done, left); err != nil {
 				return nil, nil, err
 			}
 			continue
@@ -297,7 +312,7 @@ func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, 
 			return s, sent, nil
 		}
 		t.mu.Unlock()
-		if wait > t.maxWait() {
+		if wait > left {
 			return nil, nil, &LimitedError{Scope: name, Policy: by, Wait: wait}
 		}
 		if err := sleepUntil(ctx, nil, wait); err != nil {

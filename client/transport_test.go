@@ -428,3 +428,76 @@ func TestRetriesAfterA503ThatSaysWhen(t *testing.T) {
 		}
 	}
 }
+
+// MaxWait bounds a request's whole wait, not each sleep of it: five
+// callers at once on a quota of one a second with MaxWait 1.5 s send two
+// (at once, and a second later) and the other three return a LimitedError
+// within MaxWait, rather than each waiting its turn for up to 5 s.
+func TestMaxWaitBoundsTheWholeWait(t *testing.T) {
+	srv := newLimitedServer(t, algorithm.GCRA{}, core.Policy{Name: "one", Limit: 1, Window: time.Second})
+	const maxWait = 1500 * time.Millisecond
+	hc := &http.Client{Transport: &Transport{MaxWait: maxWait}}
+	if code, err := get(t, hc, srv.URL); err != nil || code != http.StatusOK { // learn the policy
+		t.Fatalf("first: %d, %v", code, err)
+	}
+	var wg sync.WaitGroup
+	var limited atomic.Int64
+	for range 5 {
+		wg.Go(func() {
+			start := time.Now()
+			_, err := get(t, hc, srv.URL)
+			took := time.Since(start)
+			switch {
+			case errors.Is(err, ErrLimited):
+				limited.Add(1)
+			case err != nil:
+				t.Errorf("a request: %v", err)
+			}
+			if took > maxWait+300*time.Millisecond {
+				t.Errorf("a request took %v with MaxWait %v (%v)", took.Round(time.Millisecond), maxWait, err)
+			}
+		})
+	}
+	wg.Wait()
+	if limited.Load() < 3 {
+		t.Errorf("%d of 5 requests returned a LimitedError; want at least the 3 that could not go within MaxWait", limited.Load())
+	}
+	if n := srv.refused.Load(); n != 0 {
+		t.Errorf("%d requests were refused by the server", n)
+	}
+}
+
+// A negative MaxWait never waits, as FailFast does: not for the response
+// of a request already out either.
+func TestNegativeMaxWaitNeverWaits(t *testing.T) {
+	release := make(chan struct{})
+	var first atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+	}))
+	defer srv.Close()
+	defer close(release) // before srv.Close, which waits for the held request
+	hc := &http.Client{Transport: &Transport{MaxWait: -1}}
+	go get(t, hc, srv.URL) // out, and held: nothing is known of the server yet
+	for deadline := time.Now().Add(2 * time.Second); !first.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		code, err := get(t, hc, srv.URL)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("second: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Error("with MaxWait -1 the second request waited for the first's response")
+	}
+}
