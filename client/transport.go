@@ -27,7 +27,10 @@
 // GET, HEAD, OPTIONS, TRACE, PUT, DELETE); an idempotent one is retried after
 // a 429, or a 503 that carries Retry-After, only when Retries allows it and
 // its body can be replayed. A 503 without Retry-After is returned at once:
-// nobody knows when the server is back.
+// nobody knows when the server is back; so is a 429 without Retry-After
+// from a server that sends RateLimit fields, which says that no wait would
+// help (Sluice's doors answer a cost above the quota so). A 429 with
+// neither holds the scope for a second.
 //
 // The server's t and Retry-After are whole seconds, rounded up by a Sluice
 // server, so the Transport errs late, never early: against a limit it is
@@ -427,6 +430,13 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 			}
 		}
 		if resp.StatusCode == http.StatusTooManyRequests && ra == 0 {
+			if len(quotas) > 0 || resp.Header.Get("RateLimit") != "" {
+				// A server that speaks the RateLimit fields and names no
+				// wait says none would help (a cost above the quota):
+				// nothing to retry, and the requests that fit go on as
+				// the fields allow.
+				return 0
+			}
 			ra = time.Second // refused without a time: wait a little, not at all is a loop
 			if until := now.Add(ra); until.After(s.blocked) {
 				s.blocked = until

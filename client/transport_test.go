@@ -501,3 +501,52 @@ func TestNegativeMaxWaitNeverWaits(t *testing.T) {
 		t.Error("with MaxWait -1 the second request waited for the first's response")
 	}
 }
+
+// A 429 without Retry-After from a server that speaks the RateLimit
+// fields says no wait would help (a cost above the quota, which Sluice's
+// doors answer so): the request is not sent again, and the scope is not
+// held for the requests that fit.
+func TestA429ThatNoWaitHelpsIsNotRetried(t *testing.T) {
+	st := memory.New(nil)
+	t.Cleanup(func() { st.Close() })
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "units", Limit: 100, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := nethttp.New(nethttp.Config{Layers: []nethttp.Layer{{Limiter: l, Cost: func(q *nethttp.Request) int64 {
+		if q.URL.Path == "/export" {
+			return 1000
+		}
+		return 1
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exports atomic.Int64
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	t.Cleanup(srv.Close)
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/export" {
+			exports.Add(1)
+		}
+		srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counted.Close)
+	hc := &http.Client{Transport: &Transport{Retries: 2}}
+	if code, err := get(t, hc, counted.URL+"/cheap"); err != nil || code != http.StatusOK {
+		t.Fatalf("cheap: %d, %v", code, err)
+	}
+	if code, err := get(t, hc, counted.URL+"/export"); err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("export: %d, %v; want the 429", code, err)
+	}
+	if n := exports.Load(); n != 1 {
+		t.Errorf("a request that can never be admitted was sent %d times", n)
+	}
+	start := time.Now()
+	if code, err := get(t, hc, counted.URL+"/cheap"); err != nil || code != http.StatusOK {
+		t.Fatalf("cheap after: %d, %v", code, err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("a request that fits was held %v after the refusal", took.Round(time.Millisecond))
+	}
+}
