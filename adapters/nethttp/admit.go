@@ -101,9 +101,8 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		// admitted: the last one needs no receipt.
 		keep := p.refund && i < len(p.layers)-1
 		if l.multi != nil {
-			o, rc, done := p.admitMulti(w, ctx, q, l, id, keep, outs)
+			o, rc, done := p.admitMulti(w, ctx, q, l, id, keep, outs, refund)
 			if done {
-				refund()
 				return nil, false
 			}
 			receipts.Add(rc, len(outs))
@@ -220,7 +219,10 @@ func tooCostlyBody(l *layer, n int64) []byte {
 // whole response (a cost above the limits' quota, a store that could not
 // decide, a tier that could not be resolved); otherwise the outcome says
 // whether the layer admitted, and rc is the charge's receipt when keep.
-func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Request, l *layer, id string, keep bool, outs []outcome) (o outcome, rc *core.Receipt, done bool) {
+//
+// When it answers the request itself (done), it refunds the earlier
+// layers first, so that their fields show what they have after it.
+func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Request, l *layer, id string, keep bool, outs []outcome, refund func()) (o outcome, rc *core.Receipt, done bool) {
 	ls := l.limits
 	if l.tiers != nil {
 		// The resolver sees the layer's key as the application gave it
@@ -233,6 +235,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		}
 		var err error
 		if _, ls, err = l.tiers.Resolve(ctx, who); err != nil {
+			refund()
 			p.writeFields(w.Header(), outs)
 			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
 			return o, nil, true
@@ -243,8 +246,9 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		n = max(l.cost(q), 1)
 	}
 	if n > ls.Quota() {
+		refund()
 		p.writeFields(w.Header(), outs)
-		writeProblem(w, http.StatusTooManyRequests, tooCostlyMulti(l, n, ls.Quota()))
+		writeProblem(w, http.StatusTooManyRequests, tooCostlyMulti(l, ls, n))
 		return o, nil, true
 	}
 	states := make([]core.LimitState, 0, ls.Len())
@@ -256,6 +260,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		d, states, err = l.multi.AllowN(ctx, id, ls, n, states)
 	}
 	if err != nil {
+		refund()
 		p.writeFields(w.Header(), outs)
 		if ctx.Err() != nil {
 			writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
@@ -270,10 +275,19 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 	return outcome{layer: l, d: d, n: n, states: states, limits: ls}, rc, false
 }
 
-func tooCostlyMulti(l *layer, n, quota int64) []byte {
+// tooCostlyMulti is the 429 of a cost above what ls admits at once: its
+// violated-policies are the limits (the RateLimit items) whose quota the
+// cost exceeds.
+func tooCostlyMulti(l *layer, ls *core.Limits, n int64) []byte {
 	var pr Problem
 	_ = json.Unmarshal(l.tooMany, &pr)
-	pr.Detail = fmt.Sprintf("The request costs %d units; the limits of %q admit at most %d at once, so it can never be admitted.", n, l.name, quota)
+	pr.Detail = fmt.Sprintf("The request costs %d units; the limits of %q admit at most %d at once, so it can never be admitted.", n, l.name, ls.Quota())
+	pr.ViolatedPolicies = nil
+	for i := range ls.Len() {
+		if lm := ls.Limit(i); n > lm.Algorithm.Quota(&lm.Policy) {
+			pr.ViolatedPolicies = append(pr.ViolatedPolicies, lm.Policy.Name)
+		}
+	}
 	b, _ := json.Marshal(pr)
 	return b
 }

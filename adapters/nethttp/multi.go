@@ -67,8 +67,14 @@ func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
 	for n := range seen {
 		names[n] = true
 	}
-	if l.Limits != nil && l.Weight > l.Limits.Quota() {
-		return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d exceeds %d, the most its limits admit at once", i, l.Weight, l.Limits.Quota())
+	for k, ls := range sets {
+		if l.Weight > ls.Quota() {
+			what := "its limits"
+			if l.Tiers != nil {
+				what = fmt.Sprintf("tier %q", l.Tiers.Names()[k])
+			}
+			return layer{}, fmt.Errorf("sluice/nethttp: Layers[%d].Weight %d exceeds %d, the most %s admit at once", i, l.Weight, ls.Quota(), what)
+		}
 	}
 	ly.item = `"` + name + `"`
 	ly.tooMany = problemBody(quotaExceeded, name, "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,22 @@ func TestTieredLayer(t *testing.T) {
 	}
 }
 
+// A Weight is checked against every tier's quota by NewPolicy, not met as
+// a 429 that can never pass on every request of the smaller tier.
+func TestTieredLayerWeightWithinEveryTier(t *testing.T) {
+	tiers, err := core.NewTiers(map[string][]core.Limit{
+		"free": {perSecond(1, 2)},
+		"pro":  {perSecond(10, 20)},
+	}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewPolicy(Config{Layers: []Layer{{Multi: clockedMulti(t, nil), Tiers: tiers, Weight: 5}}})
+	if err == nil || !strings.Contains(err.Error(), `tier "free"`) {
+		t.Fatalf("a Weight of 5 over a free tier that admits 2 at once: %v; want an error naming the tier", err)
+	}
+}
+
 // By default a layer that refuses refunds what the earlier layers took:
 // one user's refused requests do not spend the quota of the address it
 // shares with others. With NoRefund they do.
@@ -138,5 +155,40 @@ func TestRefusalRefundsEarlierLayers(t *testing.T) {
 		case noRefund && admitted != 0:
 			t.Errorf("NoRefund: %d of 4 other users admitted, want 0 (mallory's refusals spent per-ip)", admitted)
 		}
+	}
+}
+
+// A Multi layer that answers a request itself (a cost above what its
+// limits admit at once) refunds the earlier layers before it writes their
+// fields, so they show what those layers have after it, and its problem
+// names the limits the cost exceeds, as its RateLimit items do.
+func TestTooCostlyMultiLayer(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	perIP := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 10, Window: time.Minute})
+	ls := core.MustLimits(perSecond(2, 4), perDay(100))
+	cost := func(q *Request) int64 {
+		if q.URL.Path == "/export" {
+			return 50
+		}
+		return 1
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP}, {Multi: clockedMulti(t, clock), Limits: ls, Cost: cost}}})
+	req := func(path string) *http.Request {
+		r := tenantRequest("203.0.113.7:1", "ann")
+		r.URL.Path = path
+		return r
+	}
+	if _, ok := admit(t, p, req("/cheap")); !ok {
+		t.Fatal("a cheap request was refused")
+	}
+	w, ok := admit(t, p, req("/export"))
+	if ok || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a request of 50 units: %d, want 429", w.Code)
+	}
+	if rl := w.Header().Get(HeaderRateLimit); !strings.HasPrefix(rl, `"per-ip";r=9;`) {
+		t.Errorf("RateLimit %q; want per-ip's 9 left: the refused request's unit given back", rl)
+	}
+	if pr := decodeProblem(t, w); strings.Join(pr.ViolatedPolicies, ",") != "second" {
+		t.Errorf("violated-policies %q; want the limit the cost exceeds, second (day admits 100 at once)", pr.ViolatedPolicies)
 	}
 }
