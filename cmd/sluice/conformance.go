@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/store"
 )
@@ -35,7 +36,7 @@ const childEnv = "SLUICE_CONFORMANCE_STORE"
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conformance", conformanceSynopsis, stdout)
 	store := fs.String("store", "", "store to test (required): memory, embedded, redis://…, valkey://…, memcache://…")
-	run := fs.String("run", "", "only checks whose name matches this `regexp` (as go test -run; e.g. gcra)")
+	run := fs.String("run", "", "only the algorithms, or else the checks, whose name matches this `regexp`; algorithm/check for both (e.g. gcra, Admission, gcra/Admission$)")
 	verbose := fs.Bool("v", false, "print the suite's whole output")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	skew := fs.Duration("clock-skew", time.Second, "clock skew between instances that a store shared over the network must tolerate (positive; the memory store has one clock)")
@@ -66,7 +67,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	cargs := []string{"-test.v", "-test.timeout", timeout.String(), "-test.count", "1"}
 	if *run != "" {
-		cargs = append(cargs, "-test.run", "TestConformance/.*/.*"+*run)
+		cargs = append(cargs, "-test.run", runPattern(*run))
 	}
 	cmd := exec.CommandContext(ctx, self, cargs...)
 	cmd.Env = append(os.Environ(), childEnv+"="+*store, "SLUICE_CONFORMANCE_SKEW="+skew.String())
@@ -268,4 +269,31 @@ func (h cliHarness) Capabilities() conformance.Capabilities {
 		c.OneClock = true
 	}
 	return c
+}
+
+// runPattern is the -test.run of --run: the suite runs
+// TestConformance/<path>/<algorithm, Expiry or Multi>/<check>. A pattern
+// with a slash is algorithm/check; one without matches the algorithms (and
+// Expiry, Multi) when it matches any of their names, and the checks
+// otherwise, so that both "gcra" and "Admission" select what they name.
+func runPattern(run string) string {
+	if strings.Contains(run, "/") {
+		return "TestConformance/.*/" + run
+	}
+	re := regexp.MustCompile(run) // checked by the caller
+	for _, name := range append(algorithmNames(), "Expiry", "Multi") {
+		if re.MatchString(name) {
+			return "TestConformance/.*/" + run
+		}
+	}
+	return "TestConformance/.*/.*/" + run
+}
+
+// algorithmNames is the names of the algorithms the suite runs.
+func algorithmNames() []string {
+	var names []string
+	for _, a := range algorithm.All() {
+		names = append(names, a.Name())
+	}
+	return names
 }

@@ -52,3 +52,18 @@ func TestParseSkips(t *testing.T) {
 		}
 	}
 }
+
+// --run selects checks by name too: "Admission" names no algorithm, so it
+// runs every algorithm's Admission check rather than nothing.
+func TestConformanceRunSelectsChecks(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "memory", "--run", "Admission$", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{"--- PASS: TestConformance/generic/gcra/Admission ", "--- PASS: TestConformance/generic/fixed-window/Admission "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--run Admission$ ran no %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "/Steps (") {
+		t.Errorf("--run Admission$ ran other checks too:\n%s", out)
+	}
+}

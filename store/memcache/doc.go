@@ -147,7 +147,7 @@
 // prefix of up to 166 bytes of printable characters (core.New accepts at
 // most 64). Otherwise (a longer prefix, or
 // one with a space, a control character or DEL) the namespace
-// "<prefix>:<policy>" is replaced by "#" and 32 hex digits of its SHA-256,
+// "<prefix>:<policy>" is replaced by "#" and 24 hex digits of its SHA-256,
 // instead of failing every call: under core.FailOpen a refused key would
 // silently lift the limit. Every instance derives the same key, and two
 // namespaces never share one. Key returns the key for a store.Key.
