@@ -59,6 +59,19 @@ func TestDemoEmbedded(t *testing.T) {
 	}
 }
 
+// A burst of fewer requests than the limit admits every one, and the demo
+// says so rather than FAIL; a window too short to hold a burst is a usage
+// error, not a false failure.
+func TestDemoFlagsItAccepts(t *testing.T) {
+	code, out, errOut := sluice(t, "demo", "--requests", "5")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "gcra             5") || !strings.Contains(out, "OK: every algorithm kept its promise") {
+		t.Errorf("demo --requests 5:\n%s", out)
+	}
+	code, out, errOut = sluice(t, "demo", "--window", "5ms")
+	wantCode(t, code, exitUsage, out, errOut)
+}
+
 func TestDemoRedis(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	code, out, errOut := sluice(t, "demo", "--store", "redis://"+addr, "--window", "1s")
