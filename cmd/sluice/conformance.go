@@ -49,6 +49,9 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *skew <= 0 || *skew > time.Hour {
 		return usagef("--clock-skew must be positive and at most 1h")
 	}
+	if *timeout <= 0 {
+		return usagef("--timeout must be positive")
+	}
 	if *run != "" {
 		if _, err := regexp.Compile(*run); err != nil {
 			return usagef("--run: %v", err)

@@ -248,6 +248,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"demo", "--store", "redis://127.0.0.1:1"}, exitUnreachable, "did not answer"},
 		{[]string{"conformance", "--store", "memcache://127.0.0.1:1"}, exitUnreachable, "did not answer"},
 		{[]string{"conformance", "--store", "memory", "--clock-skew", "0"}, exitUsage, "--clock-skew must be positive"},
+		{[]string{"simulate", "--pool", "--limit", "-3"}, exitUsage, "--pool does not read --limit"},
+		{[]string{"simulate", "--regions", "--pattern", "nope"}, exitUsage, "--regions does not read --pattern"},
+		{[]string{"simulate", "--pool", "--regions"}, exitUsage, "choose one"},
+		{[]string{"simulate", "--sync-period", "1s"}, exitUsage, "--sync-period is for --regions"},
+		{[]string{"conformance", "--store", "memory", "--timeout", "-1s"}, exitUsage, "--timeout"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := sluice(t, tt.args...)

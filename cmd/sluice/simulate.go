@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	syncPeriod := fs.Duration("sync-period", 0, "with --regions: how often the synced regions sync (default: a fifth of --window)")
 	pool := fs.Bool("pool", false, "three tenants of different sizes instead, a base rate each and a shared burst pool: one spikes, two stay steady")
 	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := modeFlags(fs, *pool, *regions); err != nil {
 		return err
 	}
 	if *pool {
@@ -136,4 +140,32 @@ func parseAlgorithms(s string) ([]core.Algorithm, error) {
 		return nil, usagef("no algorithm named in %q", s)
 	}
 	return out, nil
+}
+
+// modeFlags refuses what --pool and --regions would ignore: both at once,
+// and a flag the chosen mode does not read (a flag set for nothing is a
+// mistake the user should hear of).
+func modeFlags(fs *flagSet, pool, regions bool) error {
+	if pool && regions {
+		return usagef("--pool and --regions are two simulations: choose one")
+	}
+	reads := map[string]bool{"pattern": true, "limit": true, "window": true, "burst": true, "duration": true, "out": true, "algorithms": true, "seed": true}
+	mode := ""
+	switch {
+	case pool:
+		mode, reads = "--pool", map[string]bool{"out": true, "pool": true}
+	case regions:
+		mode, reads = "--regions", map[string]bool{"limit": true, "window": true, "duration": true, "sync-period": true, "out": true, "regions": true}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && !reads[f.Name] && f.Name != "pool" && f.Name != "regions" {
+			if mode == "" {
+				err = usagef("--%s is for --regions", f.Name)
+			} else {
+				err = usagef("%s does not read --%s", mode, f.Name)
+			}
+		}
+	})
+	return err
 }
