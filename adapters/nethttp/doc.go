@@ -73,7 +73,11 @@
 // Each rate layer charges Layer.Weight units per request, or what
 // Layer.Cost computes. A concurrency layer (an algorithm that holds leases)
 // takes one lease per request, held until the handler returns — also when
-// it panics; the panic then continues up the stack.
+// it panics; the panic then continues up the stack. So put the policy
+// inside a wrapper that returns before the work ends
+// (http.TimeoutHandler(limit(h), …), not limit(http.TimeoutHandler(h, …)),
+// whose inner handler runs on after the timeout without its lease), and
+// a hijacked connection holds no lease once its handler returned.
 //
 // # Responses
 //

@@ -20,8 +20,10 @@ const benchSynopsis = `Measures a store: decisions per second and latency percen
 p99.9) for one algorithm, with a chosen number of concurrent callers spread over
 a chosen number of keys. Every caller is one goroutine on one of --instances
 Limiters, each with its own store client (a fleet in one process). The policy
-admits almost everything by default, so every decision writes; --limit lowers
-it to measure denials too. For the speed of the library itself, the Go
+admits a million a second by default (the most a 1s window allows), so that
+every decision on a network store writes; the memory store decides faster,
+and part of its decisions are then denials (a longer --window raises the
+rate). --limit lowers it to measure denials too. For the speed of the library itself, the Go
 benchmarks (make bench) are the reference; this measures a deployment.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
