@@ -21,18 +21,23 @@ const (
 
 // DenyCacheOptions configures a Limiter's local deny cache (envoy's
 // over-limit cache): an identity the store refused is refused again, in
-// process and without a store call, until the refusal's RetryAfter has
-// passed, for the same cost or more. A flood by one identity so costs the
-// store one call per RetryAfter instead of one per request.
+// process and without a store call, at the same cost, until the refusal's
+// RetryAfter has passed or MaxAge, whichever is sooner, with the store's
+// RetryAfter (counted down: the cache never shortens it). A flood by one
+// identity so costs the store one call per RetryAfter (or MaxAge) instead
+// of one per request. Another cost goes to the store: a smaller one may be
+// admitted, and a larger one waits longer than the refusal held says.
 //
 // It never admits: a request it does not refuse goes to the store. And it
 // refuses only what the store would: a refusal means that the same request
-// (or a costlier one) cannot be admitted before RetryAfter if nothing else
-// happens, and whatever else happens (other instances' admissions) only
-// takes more. The time is read before the store call, so a cached refusal
-// ends no later than the store's. Two things can free a quota sooner, and
-// the cache does not see them on other instances: a Reset, and a change of
-// the policy; MaxAge bounds how long a refusal outlives either.
+// cannot be admitted before RetryAfter if nothing else happens, and
+// whatever else happens (other instances' admissions) only takes more. The
+// time is read before the store call, so a cached refusal ends no later
+// than the store's. Two things can free a quota sooner, and the cache does
+// not see them on other instances: a Reset, and a change of the policy;
+// MaxAge bounds how long a refusal outlives either. This Limiter's own
+// Reset drops the identity's refusal, and one still on its way from the
+// store when the Reset came is not held.
 //
 // Memory is bounded: Size slots of one pointer each (8 bytes), plus 56
 // bytes for each refusal held. Identities share a slot by hash (the later
@@ -61,12 +66,13 @@ type denyCache struct {
 	slots        []atomic.Pointer[denied]
 }
 
-// denied is one refusal held: of cost n or more, until until (µs on the
-// Limiter's clock).
+// denied is one refusal held: of cost n, until until (µs on the Limiter's
+// clock), whose wait ends at retry.
 type denied struct {
 	h1, h2    uint64
 	n         int64
 	until     int64
+	retry     int64
 	reset     int64
 	limit     int64
 	remaining int64
@@ -96,12 +102,12 @@ func (c *denyCache) hash(identity string) (uint64, uint64) {
 func (c *denyCache) get(identity string, n, now int64) (Decision, bool) {
 	h1, h2 := c.hash(identity)
 	e := c.slots[h1&c.mask].Load()
-	if e == nil || e.h1 != h1 || e.h2 != h2 || n < e.n || now >= e.until {
+	if e == nil || e.h1 != h1 || e.h2 != h2 || n != e.n || now >= e.until {
 		return Decision{}, false
 	}
 	return Decision{
 		Limit: e.limit, Remaining: e.remaining,
-		RetryAfter: Micros(e.until - now), ResetAfter: Micros(max(e.reset-now, 0)),
+		RetryAfter: Micros(e.retry - now), ResetAfter: Micros(max(e.reset-now, 0)),
 	}, true
 }
 
@@ -114,7 +120,7 @@ func (c *denyCache) put(identity string, n, now int64, d Decision) {
 	}
 	h1, h2 := c.hash(identity)
 	c.slots[h1&c.mask].Store(&denied{
-		h1: h1, h2: h2, n: n, until: now + min(retry, c.maxAge),
+		h1: h1, h2: h2, n: n, until: now + min(retry, c.maxAge), retry: now + retry,
 		reset: now + int64(d.ResetAfter/time.Microsecond), limit: d.Limit, remaining: d.Remaining,
 	})
 }

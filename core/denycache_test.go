@@ -94,8 +94,36 @@ func TestDenyCacheHoldsOnlyTheRefusedCostOrMore(t *testing.T) {
 	if d, _ := l.AllowN(ctx, "a", 1); !d.Allowed || s.updates != calls+1 {
 		t.Fatalf("cost 1 after a refused cost 2: %+v; want the store to admit it", d)
 	}
-	if d, _ := l.AllowN(ctx, "a", 3); d.Allowed || s.updates != calls+1 {
-		t.Fatalf("cost 3 after a refused cost 2: %+v, %d store calls; want refused by the cache", d, s.updates-calls-1)
+	// A costlier request is refused too, but its wait may be longer than
+	// the cheaper one's: the store says it.
+	if d, _ := l.AllowN(ctx, "a", 3); d.Allowed || s.updates != calls+2 {
+		t.Fatalf("cost 3 after a refused cost 2: %+v, %d store calls; want refused by the store", d, s.updates-calls-1)
+	}
+}
+
+// A cached refusal carries the store's RetryAfter, counted down, however
+// short MaxAge is: MaxAge bounds how long the cache holds it, not the
+// wait a client is told.
+func TestDenyCacheKeepsTheStoresRetryAfter(t *testing.T) {
+	s := newMapStore()
+	clock := NewManualClock(time.Unix(1_000_000, 0))
+	l, err := New(Config{Policy: Policy{Name: "hour", Limit: 1, Window: time.Hour}, Algorithm: window{}, Store: s, Clock: clock,
+		DenyCache: &DenyCacheOptions{MaxAge: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Allow(ctx, "a")
+	first, _ := l.Allow(ctx, "a")
+	calls := s.updates
+	clock.Advance(time.Second)
+	d, _ := l.Allow(ctx, "a")
+	if s.updates != calls || d.Allowed || d.RetryAfter != first.RetryAfter-time.Second {
+		t.Fatalf("a refusal from the cache: %+v after %d store calls; want RetryAfter %v, the store's less the second since", d, s.updates-calls, first.RetryAfter-time.Second)
+	}
+	clock.Advance(10 * time.Second) // past MaxAge: the store is asked again
+	if d, _ := l.Allow(ctx, "a"); s.updates != calls+1 || d.Allowed {
+		t.Fatalf("past MaxAge: %+v after %d store calls; want the store's refusal", d, s.updates-calls)
 	}
 }
 
@@ -250,5 +278,71 @@ func TestPreFilterMustBeARateLimiter(t *testing.T) {
 	}
 	if _, err := New(Config{Policy: PerSecond("api", 1), Algorithm: window{}, Store: newMapStore(), PreFilter: pf}); err == nil {
 		t.Fatal("a concurrency pre-filter was accepted")
+	}
+}
+
+// heldStore holds each Update's return, after it decided, until released:
+// a reply on its way while something else happens.
+type heldStore struct {
+	*mapStore
+	decided, release chan struct{}
+}
+
+func (h *heldStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	err := h.mapStore.Update(ctx, key, m)
+	if h.decided != nil {
+		h.decided <- struct{}{}
+		<-h.release
+	}
+	return err
+}
+
+// A Reset that comes while a refusal is on its way from the store must
+// not leave that refusal cached in front of the fresh key, and it resets
+// the pre-filter too: a fresh quota in the store must not meet a spent one
+// in process.
+func TestResetReachesTheDenyCacheAndThePreFilter(t *testing.T) {
+	ctx := context.Background()
+	s := &heldStore{mapStore: newMapStore()}
+	hour := Policy{Name: "hour", Limit: 1, Window: time.Hour}
+	l, err := New(Config{Policy: hour, Algorithm: window{}, Store: s, DenyCache: &DenyCacheOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.Allow(ctx, "a"); !d.Allowed {
+		t.Fatal("the first request was refused")
+	}
+	s.decided, s.release = make(chan struct{}), make(chan struct{})
+	done := make(chan Decision)
+	go func() { d, _ := l.Allow(ctx, "a"); done <- d }()
+	<-s.decided // refused by the store, its reply held
+	s.decided = nil
+	if err := l.Reset(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	close(s.release)
+	if d := <-done; d.Allowed {
+		t.Fatal("the held request was admitted")
+	}
+	if d, _ := l.Allow(ctx, "a"); !d.Allowed {
+		t.Fatalf("after the Reset: %+v; want the fresh key's admission, not the refusal the Reset overtook", d)
+	}
+
+	pre, err := New(Config{Policy: Policy{Name: "pre", Limit: 4, Window: time.Hour}, Algorithm: window{}, Store: newMapStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Policy: Policy{Name: "main", Limit: 4, Window: time.Hour}, Algorithm: window{}, Store: newMapStore(), PreFilter: pre})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		m.Allow(ctx, "b")
+	}
+	if err := m.Reset(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.Allow(ctx, "b"); !d.Allowed {
+		t.Fatalf("after a Reset: %+v; want admitted, not refused by the pre-filter's spent count", d)
 	}
 }

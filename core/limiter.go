@@ -537,6 +537,13 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if l.deny != nil {
 		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back
 	}
+	if pf := l.cfg.PreFilter; pf != nil {
+		// The pre-filter counted what was sent to the store; a fresh quota
+		// there must not meet a spent one here.
+		if e := pf.Reset(ctx, identity); err == nil && !errors.Is(e, ErrUnsupported) {
+			err = e
+		}
+	}
 	return err
 }
 

@@ -32,8 +32,10 @@ func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start t
 			return l.settleFrom(ctx, identity, n, d, nil, start, fromPreFilter)
 		}
 	}
+	resets := l.resets.Load()
 	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
-	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded {
+	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded && l.resets.Load() == resets {
+		// Not a refusal a Reset overtook: it may describe a key since gone.
 		l.deny.put(identity, n, now, d)
 	}
 	return l.settle(ctx, identity, n, d, err, start)
