@@ -147,8 +147,10 @@ func TestOptions(t *testing.T) {
 		{&Options{MaxKeys: -5, Shards: -1, Clock: core.SystemClock{}}, DefaultShards, DefaultMaxKeys, DefaultSweepInterval, true},
 		{&Options{Shards: 100}, 128, DefaultMaxKeys, DefaultSweepInterval, true},
 		{&Options{Shards: 1}, 1, DefaultMaxKeys, DefaultSweepInterval, true},
-		{&Options{Shards: 1 << 30}, MaxShards, DefaultMaxKeys, DefaultSweepInterval, true},
-		{&Options{MaxKeys: 10}, 8, 10, DefaultSweepInterval, true},
+		{&Options{Shards: 1 << 30}, MaxShards / 2, DefaultMaxKeys, DefaultSweepInterval, true}, // 16 keys a shard at least
+		{&Options{Shards: 1 << 30, MaxKeys: 1 << 20}, MaxShards, 1 << 20, DefaultSweepInterval, true},
+		{&Options{MaxKeys: 10}, 1, 10, DefaultSweepInterval, true},
+		{&Options{MaxKeys: 300}, 16, 300, DefaultSweepInterval, true},
 		{&Options{MaxKeys: 1}, 1, 1, DefaultSweepInterval, true},
 		{&Options{SweepInterval: -1, Clock: core.NewManualClock(epoch)}, DefaultShards, DefaultMaxKeys, -1, false},
 	}
@@ -169,5 +171,31 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%d: %d shards holding %d keys, want %d holding %d", i, len(s.shards), total, tt.shards, tt.maxKeys)
 		}
 		s.Close()
+	}
+}
+
+// A small MaxKeys keeps enough keys in each shard for its eviction to
+// choose: with the default 256 shards, MaxKeys 300 gave most shards one
+// key, which the next new key there evicted whatever it held, and a
+// drained identity, evicted by a flood of fresh ones, was admitted again.
+func TestSmallStoreEvictsTheFloodFirst(t *testing.T) {
+	ctx := context.Background()
+	for _, maxKeys := range []int{100, 300} {
+		s := newStore(t, &Options{MaxKeys: maxKeys, SweepInterval: -1})
+		l, err := core.New(core.Config{Policy: core.PerMinute("flood", 5), Algorithm: algorithm.GCRA{}, Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			l.Allow(ctx, "victim")
+		}
+		for i := range 20_000 {
+			l.Allow(ctx, "fresh-"+strconv.Itoa(i))
+			if i%50 == 0 {
+				if d, _ := l.Allow(ctx, "victim"); d.Allowed {
+					t.Fatalf("MaxKeys %d: the drained identity was admitted again after %d fresh ones", maxKeys, i+1)
+				}
+			}
+		}
 	}
 }

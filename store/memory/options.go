@@ -14,6 +14,12 @@ const (
 	DefaultSweepInterval = time.Minute
 	// MaxShards caps Options.Shards.
 	MaxShards = 1 << 16
+	// minKeysPerShard is the least share of MaxKeys a shard is given (when
+	// MaxKeys allows more than one shard): an eviction chooses the key that
+	// expires first among a few of its shard's, and a shard of one key has
+	// no choice (a drained identity's key, which a flood of fresh keys
+	// should evict last, would go with the next of them).
+	minKeysPerShard = 16
 )
 
 // Options configures a Store. A nil *Options means all defaults.
@@ -25,9 +31,9 @@ type Options struct {
 	// MaxKeys in all. Zero or negative means DefaultMaxKeys (1,000,000).
 	MaxKeys int
 	// Shards is the number of independently locked parts of the store,
-	// rounded up to a power of two and capped at MaxShards; when MaxKeys is
-	// smaller, it is lowered to the largest power of two not above MaxKeys,
-	// so that every shard can hold a key. More shards mean less contention
+	// rounded up to a power of two and capped at MaxShards; it is lowered
+	// (halved) until each shard's share of MaxKeys is at least 16 keys, so
+	// that an eviction has keys to choose among. More shards mean less contention
 	// between keys and shorter sweeps of each shard. Zero or negative means
 	// DefaultShards (256).
 	Shards int
@@ -65,7 +71,7 @@ func (o *Options) config() config {
 		c.shards = MaxShards
 	}
 	c.shards = 1 << bits.Len(uint(c.shards-1))
-	for c.shards > c.maxKeys {
+	for c.shards > 1 && c.shards*minKeysPerShard > c.maxKeys {
 		c.shards >>= 1
 	}
 	if c.sweep == 0 {
