@@ -48,33 +48,48 @@ func startCluster(t *testing.T, masters int) []string {
 	addrs := make([]string, masters)
 	buses := make([]int, masters)
 	clients := make([]*goredis.Client, masters)
+	ctx := context.Background()
 	for i := range masters {
-		port, bus := freePort(t), freePort(t)
-		addrs[i], buses[i] = fmt.Sprintf("127.0.0.1:%d", port), bus
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus),
-			"--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)),
-			"--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", i)))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
+		// A port freePort found free may be taken before the node binds it
+		// (other tests run beside this one): a node that does not answer
+		// within a few seconds is stopped and started on other ports.
+		for attempt := 1; ; attempt++ {
+			port, bus := freePort(t), freePort(t)
+			addrs[i], buses[i] = fmt.Sprintf("127.0.0.1:%d", port), bus
+			cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus),
+				"--bind", "127.0.0.1", "--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d-%d.conf", i, attempt)),
+				"--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
+				"--dir", dir, "--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d-%d.log", i, attempt)))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			c := goredis.NewClient(&goredis.Options{Addr: addrs[i], DialTimeout: time.Second})
+			up := false
+			for range 100 { // 5 s
+				if c.Ping(ctx).Err() == nil {
+					up = true
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if up {
+				t.Cleanup(func() {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+				})
+				clients[i] = c
+				t.Cleanup(func() { _ = c.Close() })
+				break
+			}
+			_ = c.Close()
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-		})
-		clients[i] = goredis.NewClient(&goredis.Options{Addr: addrs[i]})
-		t.Cleanup(func() { _ = clients[i].Close() })
-	}
-	ctx := context.Background()
-	waitFor(t, "the nodes to start", func() bool {
-		for _, c := range clients {
-			if c.Ping(ctx).Err() != nil {
-				return false
+			if attempt == 3 {
+				t.Fatalf("cluster node %d did not start on three pairs of ports", i)
 			}
 		}
-		return true
-	})
+	}
 	per := 16384 / masters
 	for i, c := range clients {
 		last := (i+1)*per - 1
