@@ -384,8 +384,6 @@ func eventErr(returned, store error, d Decision) error {
 	return returned
 }
 
-// check returns an *InputError when identity or n cannot be decided. The
-// test that passes is small enough to inline; the errors are built apart.
 // errLimiterNotMade is what a Limiter that New did not make (a zero
 // Limiter) returns: it has no policy, algorithm or store to decide with.
 var errLimiterNotMade = errors.New("sluice: the Limiter was not made by New")
@@ -395,6 +393,8 @@ var errLimiterNotMade = errors.New("sluice: the Limiter was not made by New")
 // the question off the decision's fast path.
 func (l *Limiter) made() bool { return l != nil && l.alg != nil }
 
+// check returns an *InputError when identity or n cannot be decided. The
+// test that passes is small enough to inline; the errors are built apart.
 func (l *Limiter) check(identity string, n int64) error {
 	if identity != "" && n >= 1 && n <= l.quota {
 		return nil

@@ -75,7 +75,7 @@ func (p *Policy) writeFields(h http.Header, outs []outcome) {
 	tight := -1
 	for i := range outs {
 		o := &outs[i]
-		if o.d.Degraded || (o.layer != nil && o.layer.shadow) {
+		if o.d.Degraded || o.layer.shadow {
 			continue
 		}
 		if o.states != nil {
