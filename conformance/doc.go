@@ -129,6 +129,13 @@
 //     key meets a fresh quota, and its admission writes the key again (a
 //     store whose insert fails while an expired row is in the way fails
 //     here).
+//   - Retention (once per path): one key per algorithm, drained on the
+//     real clock under a 1.5 s window, is denied again when asked from
+//     another instance at three times until its denial's RetryAfter runs
+//     out (less 150 ms for a round trip and a server clock a little off).
+//     A store that drops a state before its TTL (shortened, converted in
+//     the wrong unit, or expired by another clock) admits there, which
+//     the ManualClock checks, whose states live for hours, cannot see.
 //   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
 //     charges at one instant over the fleet, half refunded as they come,
 //     never hold more than the quota, and a refund at the instant of its
@@ -152,8 +159,8 @@
 // nothing about speed, and no timing: checks on the real clock use windows
 // so long that the test's own pace cannot matter; the ManualClock checks use
 // windows of an hour or more, so that a store expiring keys by its own clock
-// rarely meets them, and allow for it where it does; Expiry is the only
-// check that waits. A CAS store may give up on a hot key (core.ErrContention)
+// rarely meets them, and allow for it where it does; Expiry and Retention are
+// the only checks that wait (a few seconds, and about one and a half). A CAS store may give up on a hot key (core.ErrContention)
 // in the concurrent checks as long as enough calls are decided to fill the
 // quota; every other error fails the check.
 //

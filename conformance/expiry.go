@@ -45,18 +45,8 @@ func checkExpiry(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 	var keys []written
 	var longest time.Duration
 	store := h.NewStore(t)
-	for _, alg := range algs {
-		if alg == nil {
-			continue
-		}
-		if _, ok := alg.(core.Scripted); script && !ok {
-			continue
-		}
-		if checkPolicy(alg, p) != nil {
-			continue
-		}
-		e := &env{h: h, alg: alg, script: script}
-		e.leaser, _ = alg.(core.Leaser)
+	for _, e := range pathEnvs(h, algs, script, p) {
+		alg := e.alg
 		l := e.limiter(t, store, p, nil)
 		id := identity(t, l)
 		start := time.Now()
@@ -137,4 +127,26 @@ func checkRewrite(t testing.TB, insp Inspector, p *core.Policy, e *env, l *core.
 	if !found && time.Since(start) < ttl-slack {
 		t.Errorf("%s: an admission after its key expired wrote no key (the store must rewrite an expired key)", name)
 	}
+}
+
+// pathEnvs is an env for each algorithm of algs that runs on the path
+// (script: those with a Lua twin) under p, for the checks that run once per
+// path with a key of every algorithm.
+func pathEnvs(h Harness, algs []core.Algorithm, script bool, p core.Policy) []*env {
+	var es []*env
+	for _, alg := range algs {
+		if alg == nil {
+			continue
+		}
+		if _, ok := alg.(core.Scripted); script && !ok {
+			continue
+		}
+		if checkPolicy(alg, p) != nil {
+			continue
+		}
+		e := &env{h: h, alg: alg, script: script}
+		e.leaser, _ = alg.(core.Leaser)
+		es = append(es, e)
+	}
+	return es
 }

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,23 @@ func (a shortTTL) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time
 func TestShortTTLFailsSteps(t *testing.T) {
 	mk := maker(plain, Capabilities{}, false)
 	expectAlgFailure(t, checkSteps, mk, shortTTL{algorithm.SlidingLog{}}, algorithm.SlidingLog{}, "may be dropped")
+}
+
+// A store whose TTLs are shorter than its states live fails Retention, for
+// every algorithm: a hundredth of the TTL, and a tenth.
+func TestShortTTLStoreFailsRetention(t *testing.T) {
+	for _, scale := range []float64{0.01, 0.1} {
+		short := func(testing.TB) Harness {
+			s := newRefStore()
+			s.ttlScale = scale
+			return &harness{backend: s, newClient: plain, caps: Capabilities{ClockSkew: time.Second}}
+		}
+		for _, alg := range algorithm.All() {
+			t.Run(fmt.Sprintf("%s/%v", alg.Name(), scale), func(t *testing.T) {
+				t.Parallel() // each waits out its states
+				check := func(tb testing.TB, e *env) { checkRetention(tb, e.h, []core.Algorithm{e.alg}, false) }
+				expectFailure(t, check, short, alg, "OVER-ADMISSION")
+			})
+		}
+	}
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				})
 			}
 			t.Run("Expiry", func(t *testing.T) { checkExpiry(t, newHarness(t), algs, script) })
+			t.Run("Retention", func(t *testing.T) { checkRetention(t, newHarness(t), algs, script) })
 			t.Run("Multi", func(t *testing.T) { checkMulti(t, newHarness(t), multiAlgs(algs), script) })
 		})
 	}

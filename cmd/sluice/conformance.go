@@ -275,16 +275,16 @@ func (h cliHarness) Capabilities() conformance.Capabilities {
 }
 
 // runPattern is the -test.run of --run: the suite runs
-// TestConformance/<path>/<algorithm, Expiry or Multi>/<check>. A pattern
+// TestConformance/<path>/<algorithm, Expiry, Retention or Multi>/<check>. A pattern
 // with a slash is algorithm/check; one without matches the algorithms (and
-// Expiry, Multi) when it matches any of their names, and the checks
+// Expiry, Retention, Multi) when it matches any of their names, and the checks
 // otherwise, so that both "gcra" and "Admission" select what they name.
 func runPattern(run string) string {
 	if strings.Contains(run, "/") {
 		return "TestConformance/.*/" + run
 	}
 	re := regexp.MustCompile(run) // checked by the caller
-	for _, name := range append(algorithmNames(), "Expiry", "Multi") {
+	for _, name := range append(algorithmNames(), "Expiry", "Retention", "Multi") {
 		if re.MatchString(name) {
 			return "TestConformance/.*/" + run
 		}
