@@ -100,8 +100,9 @@ func TestPoolShareMustDifferFromBase(t *testing.T) {
 }
 
 // A cost above the tenant's base but within its share is drawn from the
-// pool, as the doc says ("from its base, or else from the pool"); a cost
-// no limit of the pool could admit is bad input.
+// pool, as the doc says ("from its base, or else from the pool"), and its
+// refusal tells the wait of the limit that refused it; a cost no limit of
+// the pool could admit is bad input.
 func TestPoolCostAboveTheBase(t *testing.T) {
 	s := memory.New(nil)
 	newL := func(name string, limit int64) *core.Limiter {
@@ -119,8 +120,24 @@ func TestPoolCostAboveTheBase(t *testing.T) {
 	if d, err := p.AllowN(ctx, "t", 6); err != nil || !d.Allowed || !d.FromPool {
 		t.Fatalf("AllowN(6) with base 5 and share 8: %+v, %v; want drawn from the pool", d, err)
 	}
-	if d, err := p.AllowN(ctx, "t", 6); err != nil || d.Allowed {
+	d, err := p.AllowN(ctx, "t", 6)
+	if err != nil || d.Allowed {
 		t.Fatalf("a second AllowN(6): %+v, %v; want refused (the share has 2 left)", d, err)
+	}
+	// The base can never admit 6: the wait is the share's, not none.
+	if d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
+		t.Fatalf("a second AllowN(6) was refused with RetryAfter %v; want the share's wait, within its minute", d.RetryAfter)
+	}
+	// The pool refuses: its wait.
+	small, err := core.NewPool(core.PoolConfig{Base: newL("base", 5), Share: newL("share", 8), Pool: newL("small", 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := small.AllowN(ctx, "a", 6); err != nil || !d.FromPool {
+		t.Fatalf("tenant a's AllowN(6) on a pool of 10: %+v, %v; want drawn from the pool", d, err)
+	}
+	if d, err := small.AllowN(ctx, "b", 6); err != nil || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
+		t.Fatalf("tenant b's AllowN(6) on a pool with 4 left: %+v, %v; want refused with the pool's wait, within its minute", d, err)
 	}
 	if _, err := p.AllowN(ctx, "t", 9); !errors.Is(err, core.ErrInvalidInput) {
 		t.Fatalf("AllowN(9) above every quota but the pool's: %v; want ErrInvalidInput", err)

@@ -90,7 +90,9 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 // within its share; a cost above the base's quota but within the share's
 // and the pool's can only come from the pool. A refusal's RetryAfter is
 // the base's (the wait after which the tenant's own rate admits it again,
-// whatever the pool does). Errors are the Limiters': bad input (a cost
+// whatever the pool does); for a cost the base can never admit, it is the
+// wait of the share or the pool that refused the draw (the earliest the
+// pool could admit it: another tenant may draw first). Errors are the Limiters': bad input (a cost
 // above every quota the request could be drawn from), or a store that
 // could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
@@ -106,8 +108,9 @@ func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision
 		}
 	}
 	overPool := n > p.cfg.Share.quota || n > p.cfg.Pool.quota
+	never := n > bl.quota && !overPool
 	var base Decision
-	if n > bl.quota && !overPool {
+	if never {
 		// The base could never admit n, the pool may: a refusal of the
 		// base's with no wait of its own, then the draw.
 		if err := bl.check(tenant, 1); err != nil {
@@ -121,16 +124,24 @@ func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision
 			return PoolDecision{Decision: base}, err
 		}
 	}
+	// A refusal waits for the base; one the base can never admit, for the
+	// limit that refused the draw.
+	refused := func(by Decision) PoolDecision {
+		if never {
+			base.RetryAfter = by.RetryAfter
+		}
+		return PoolDecision{Decision: base}
+	}
 	share, rc, err := p.cfg.Share.Charge(ctx, tenant, n)
 	if err != nil || !share.Allowed {
-		return PoolDecision{Decision: base}, err
+		return refused(share), err
 	}
 	pool, err := p.cfg.Pool.AllowN(ctx, p.cfg.PoolKey, n)
 	if err != nil || !pool.Allowed {
 		if rc != nil {
 			_, _ = rc.Refund(context.WithoutCancel(ctx), n)
 		}
-		return PoolDecision{Decision: base}, err
+		return refused(pool), err
 	}
 	d := pool
 	d.Remaining = min(share.Remaining, pool.Remaining)
