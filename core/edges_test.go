@@ -425,3 +425,25 @@ func TestRefundAfterResetGivesNothing(t *testing.T) {
 		t.Errorf("Multi: a refund from before the Reset gave back %d (%v); want ErrNotRefunded", k, err)
 	}
 }
+
+// A refund of n <= 0 is bad input, as a cost n <= 0 is everywhere else:
+// ErrInvalidInput, and the receipt keeps its units.
+func TestRefundOfNoUnitsIsBadInput(t *testing.T) {
+	l, err := core.New(core.Config{Policy: core.PerMinute("r", 10), Algorithm: algorithm.FixedWindow{}, Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, rc, err := l.Charge(ctx, "u", 3)
+	if err != nil || rc == nil {
+		t.Fatalf("Charge(3): %v, receipt %v", err, rc)
+	}
+	for _, n := range []int64{0, -5} {
+		if k, err := rc.Refund(ctx, n); k != 0 || !errors.Is(err, core.ErrInvalidInput) {
+			t.Errorf("Refund(%d) gave back %d (%v); want ErrInvalidInput", n, k, err)
+		}
+	}
+	if k, err := rc.Refund(ctx, 3); k != 3 || err != nil {
+		t.Errorf("Refund(3) after the bad ones gave back %d (%v); want all 3", k, err)
+	}
+}

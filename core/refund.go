@@ -113,12 +113,16 @@ func (r *Receipt) take(n int64) int64 {
 // limits: each limit gives back only what its state still holds of the
 // charge, and nothing once its window has ended). Units once handed to a
 // refund are spent, whatever the store answers, so a receipt never
-// restores more than it charged. Errors: ErrNotRefunded when nothing is
-// left or no limit can refund on the store's path; the store's error
-// (ErrUnavailable) when it could not decide.
+// restores more than it charged. Errors: ErrInvalidInput for n < 1 (the
+// receipt keeps its units); ErrNotRefunded when nothing is left or no
+// limit can refund on the store's path; the store's error (ErrUnavailable)
+// when it could not decide.
 func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
-	if r == nil || n < 1 {
+	if r == nil {
 		return 0, ErrNotRefunded
+	}
+	if n < 1 {
+		return 0, &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
 	}
 	if r.resetSince() {
 		return 0, ErrNotRefunded
