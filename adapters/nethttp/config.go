@@ -42,9 +42,9 @@ type Config struct {
 	// ("/healthz"), or a subtree when it ends in "/" ("/debug/" matches
 	// "/debug/" and everything under it); "/" alone is the root path only,
 	// never the whole site. A request path is only matched
-	// when it is already clean (no "//", "." or ".." segments), so
-	// "/healthz/../admin" is limited like any other path, and as the client
-	// sent it: "/%68ealthz" or "/debug%2Fx", which a router may route on as
+	// when it is already clean (no "//", "." or ".." segments, escaped
+	// ones included), so "/healthz/../admin" and "/debug/%2e%2e/admin" are
+	// limited like any other path, and as the client sent it: "/%68ealthz" or "/debug%2Fx", which a router may route on as
 	// they are, is not "/healthz" or "/debug/x". Entries must start with
 	// "/" and be clean themselves.
 	SkipPaths []string

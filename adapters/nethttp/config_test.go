@@ -3,6 +3,8 @@ package nethttp
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,16 +128,45 @@ func TestSkipPaths(t *testing.T) {
 	// escaped path (echo; net/http's ServeMux keeps %2F in a segment) would
 	// serve "/debug%2Fx" or "/%68ealthz" elsewhere, unlimited, if the
 	// decoded form matched. An escape the default encoding also makes
-	// (a space) changes nothing.
+	// (a space) changes nothing. Escaped dots are dots: a file server or a
+	// router that cleans the decoded path serves "/debug/%2e%2e/admin" as
+	// "/admin", so it is limited.
 	for target, want := range map[string]bool{
 		"/debug%2Fanything":      false,
 		"/%68ealthz":             false,
+		"/debug/%2e%2e/admin":    false,
+		"/debug/%2E%2E/admin":    false,
+		"/debug/%2e/pprof":       false,
+		"/debug/.%2e/admin":      false,
+		"/debug/%2e%2e%2fadmin":  false,
+		"/debug/%2e%2epprof":     true,
 		"/debug/a%20b.css":       true,
 		"/healthz":               true,
 		"/debug/pprof?seconds=5": true,
 	} {
 		if got := p.skipRequest(httptest.NewRequest(http.MethodGet, target, nil)); got != want {
 			t.Errorf("a request for %q: skipped %v, want %v", target, got, want)
+		}
+	}
+}
+
+// A file server mounted behind the limit serves "/public/%2e%2e/private.txt"
+// as "/private.txt": that request is limited, not skipped as "/public/".
+func TestSkipPathsEscapedDotsThroughAFileServer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "private.txt"), []byte("private"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{
+		Layers:    []Layer{{Limiter: testLimiter(t, "fs", 1, time.Minute)}},
+		SkipPaths: []string{"/public/"},
+	})
+	h := Middleware(p)(http.FileServer(http.Dir(dir)))
+	for i, target := range []string{"/private.txt", "/private.txt", "/public/%2e%2e/private.txt", "/public/%2E%2E/private.txt"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i == 0]; w.Code != want {
+			t.Errorf("request %d, %q: %d %q; want %d", i+1, target, w.Code, w.Body.String(), want)
 		}
 	}
 }

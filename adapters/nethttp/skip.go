@@ -29,13 +29,15 @@ func (p *Policy) setSkipPaths(paths []string) error {
 // of the decoded one (URL.RawPath), which some routers route on (echo, and
 // net/http's ServeMux for "%2F", which stays in one segment), so that
 // "/debug%2Fx" or "/%68ealthz" is never skipped as "/debug/x" or
-// "/healthz" while it is routed elsewhere.
+// "/healthz" while it is routed elsewhere. The decoded path must be clean
+// too: escaped dots are dots to a router or file server that cleans the
+// decoded path, which serves "/debug/%2e%2e/admin" as "/admin".
 func (p *Policy) skipRequest(r *http.Request) bool {
 	if r.URL == nil || (p.skipExact == nil && p.skipTree == nil) {
 		return false
 	}
 	if r.URL.RawPath != "" {
-		return p.skipPath(r.URL.RawPath)
+		return cleanPath(r.URL.Path) && p.skipPath(r.URL.RawPath)
 	}
 	return p.skipPath(r.URL.Path)
 }
