@@ -31,13 +31,14 @@ type outcome struct {
 // layer's quota is whole (ResetAfter): it would refuse the retry until
 // then. This is the HTTP policy's Retry-After, kept exact instead of in
 // whole seconds; it errs late, never early. An earlier concurrency layer
-// does not count: its lease is released with the refusal.
+// does not count: its lease is released with the refusal; nor does a
+// shadow layer, which never refuses.
 func retryDelay(outs []outcome) time.Duration {
 	last := len(outs) - 1
 	ra := outs[last].d.RetryAfter
 	for i := range outs[:last] {
 		o := &outs[i]
-		if !o.layer.leaser && o.d.Remaining < o.n {
+		if !o.layer.leaser && !o.layer.shadow && o.d.Remaining < o.n {
 			ra = max(ra, o.d.ResetAfter)
 		}
 	}

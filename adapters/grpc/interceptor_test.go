@@ -495,3 +495,27 @@ func TestShadowLayerIsNotAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// A shadow layer that would refuse does not lengthen the RetryInfo of a
+// refusal by a later, enforced layer: the retry passes the shadow layer
+// whatever it counts.
+func TestShadowLayerIsNotInRetryInfo(t *testing.T) {
+	st := memStore(t, nil)
+	dark := newLimiter(t, core.Config{Policy: core.Policy{Name: "dark", Limit: 1, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: st, Shadow: true})
+	sec := newLimiter(t, core.Config{Policy: core.Policy{Name: "sec", Limit: 1, Window: time.Second}, Algorithm: algorithm.GCRA{}, Store: st})
+	p, err := sluicegrpc.NewPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: dark}, {Limiter: sec}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servePolicy(t, &service{}, p)
+	if r := unary(t, c, callCtx(t), &testpb.SimpleRequest{}); r.err != nil {
+		t.Fatalf("the first call: %v", r.err)
+	}
+	r := unary(t, c, callCtx(t), &testpb.SimpleRequest{})
+	if status.Code(r.err) != codes.ResourceExhausted {
+		t.Fatalf("the second call: %v; want ResourceExhausted", r.err)
+	}
+	if ri, ok := r.retryInfo(); !ok || ri > time.Second {
+		t.Errorf("RetryInfo %v (present %v); want at most the enforced one-second layer's wait", ri, ok)
+	}
+}

@@ -45,13 +45,14 @@ type outcome struct {
 // window the reset is that time exactly, the other algorithms may free
 // enough units sooner, so the wait errs late, never early. An earlier
 // concurrency layer does not count: its lease is released with the refusal,
-// so the retry finds the slot it had.
+// so the retry finds the slot it had; nor does a shadow layer, which never
+// refuses.
 func retryAfter(outs []outcome) int64 {
 	last := len(outs) - 1
 	ra := seconds(outs[last].d.RetryAfter)
 	for i := range outs[:last] {
 		o := &outs[i]
-		if !o.layer.leaser && o.d.Remaining < o.n {
+		if !o.layer.leaser && !o.layer.shadow && o.d.Remaining < o.n {
 			ra = max(ra, seconds(o.d.ResetAfter))
 		}
 	}

@@ -75,3 +75,30 @@ func TestShadowResponsesSayNothing(t *testing.T) {
 		}
 	}
 }
+
+// A shadow layer that would refuse does not lengthen the Retry-After of a
+// refusal by a later, enforced layer: the retry passes the shadow layer
+// whatever it counts, so the wait is the enforced layer's.
+func TestShadowLayerIsNotInRetryAfter(t *testing.T) {
+	s := memory.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	dark, err := core.New(core.Config{Policy: core.Policy{Name: "dark", Limit: 1, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := core.New(core.Config{Policy: core.Policy{Name: "sec", Limit: 1, Window: time.Second}, Algorithm: algorithm.GCRA{}, Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Middleware(testPolicy(t, Config{Layers: []Layer{{Limiter: dark}, {Limiter: sec}}}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != want {
+			t.Fatalf("request %d: %d, want %d", i, w.Code, want)
+		}
+		if ra := w.Header().Get(HeaderRetryAfter); want == http.StatusTooManyRequests && ra != "1" {
+			t.Errorf("request %d: Retry-After %q; want 1, the enforced one-second layer's wait", i, ra)
+		}
+	}
+}
