@@ -130,12 +130,17 @@
 //     store whose insert fails while an expired row is in the way fails
 //     here).
 //   - Retention (once per path): one key per algorithm, drained on the
-//     real clock under a 1.5 s window, is denied again when asked from
-//     another instance at three times until its denial's RetryAfter runs
-//     out (less 150 ms for a round trip and a server clock a little off).
-//     A store that drops a state before its TTL (shortened, converted in
-//     the wrong unit, or expired by another clock) admits there, which
-//     the ManualClock checks, whose states live for hours, cannot see.
+//     real clock under a limit of one per 1.5 s, is denied again when
+//     asked from another instance at three times until its denial's
+//     RetryAfter runs out (less 150 ms for a round trip and a server clock
+//     a little off). Under that policy the denial lasts as long as the
+//     state's TTL for every algorithm but the sliding counter, whose state
+//     spans two windows, so a store that drops states before about 85% of
+//     their TTL (shortened, converted in the wrong unit, or expired by
+//     another clock) admits there, which the ManualClock checks, whose
+//     states live for hours, cannot see. A store that drops them later,
+//     or that does not lengthen its TTLs by the clock skew it declares,
+//     can pass.
 //   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
 //     charges at one instant over the fleet, half refunded as they come,
 //     never hold more than the quota, and a refund at the instant of its

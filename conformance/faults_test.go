@@ -168,20 +168,26 @@ func TestShortTTLFailsSteps(t *testing.T) {
 }
 
 // A store whose TTLs are shorter than its states live fails Retention, for
-// every algorithm: a hundredth of the TTL, and a tenth.
+// every algorithm: a hundredth of the TTL, and three quarters (but the
+// sliding counter, whose state outlives its denial by up to a window, as
+// the suite's doc says). The reference store passes it in
+// TestReferenceStore.
 func TestShortTTLStoreFailsRetention(t *testing.T) {
-	for _, scale := range []float64{0.01, 0.1} {
-		short := func(testing.TB) Harness {
+	for _, scale := range []float64{0.01, 0.75} {
+		t.Run(fmt.Sprint(scale), func(t *testing.T) {
+			t.Parallel() // each waits out its states
 			s := newRefStore()
 			s.ttlScale = scale
-			return &harness{backend: s, newClient: plain, caps: Capabilities{ClockSkew: time.Second}}
-		}
-		for _, alg := range algorithm.All() {
-			t.Run(fmt.Sprintf("%s/%v", alg.Name(), scale), func(t *testing.T) {
-				t.Parallel() // each waits out its states
-				check := func(tb testing.TB, e *env) { checkRetention(tb, e.h, []core.Algorithm{e.alg}, false) }
-				expectFailure(t, check, short, alg, "OVER-ADMISSION")
-			})
-		}
+			h := &harness{backend: s, newClient: plain, caps: Capabilities{ClockSkew: time.Second}}
+			r := record(t, func(tb testing.TB) { checkRetention(tb, h, algorithm.All(), false) })
+			for _, alg := range algorithm.All() {
+				if _, sc := alg.(algorithm.SlidingCounter); sc && scale > 0.5 {
+					continue
+				}
+				if !strings.Contains(r.String(), alg.Name()+": OVER-ADMISSION") {
+					t.Errorf("%s: TTLs scaled by %v passed Retention:\n%s", alg.Name(), scale, r)
+				}
+			}
+		})
 	}
 }

@@ -20,14 +20,16 @@ const (
 // key per algorithm is drained, on the real clock, to its first denial;
 // until that denial's RetryAfter has run (less retentionSlack), every
 // request is denied, here asked three times from another instance, the
-// last just before the RetryAfter ends. A store that drops a state before
+// last just before the RetryAfter ends. The policy admits one unit a
+// window and queues nothing, so that the denial lasts as long as the
+// state's TTL (the sliding counter's state spans two windows). A store that drops a state before
 // its TTL (a TTL shortened or mis-converted, an expiry on another clock or
 // in the wrong unit) meets the key fresh and admits: an over-admission that
 // the ManualClock checks, whose states are hours long and whose runs take
 // milliseconds, never see. The algorithms run side by side, about a second
 // and a half in all.
 func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
-	p := core.Policy{Name: "retention", Limit: 2, Window: retentionWindow, MaxDelay: retentionWindow / 2, LeaseTTL: retentionWindow}
+	p := core.Policy{Name: "retention", Limit: 1, Window: retentionWindow, MaxDelay: time.Microsecond, LeaseTTL: retentionWindow}
 	drainer, asker := h.NewStore(t), h.NewStore(t)
 	var wg sync.WaitGroup
 	for _, e := range pathEnvs(h, algs, script, p) {
@@ -39,11 +41,12 @@ func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool)
 }
 
 // retain drains id through l and asks other for it while the denial runs.
-// An aligned window (the fixed window, the sliding counter) drained just
-// before its edge ends at once; such a key is drained again after the edge,
-// so that its denial has at least a third of a window to run. A question
-// that would be sent after the denial's end (a loaded machine) is not
-// asked.
+// An aligned window (the fixed window, the sliding counter) drained late in
+// it ends soon after; such a key (a denial shorter than four fifths of a
+// window) is drained again just after the edge, so that its denial runs
+// about a whole window and the last question comes after three quarters of
+// the state's TTL. A question that would be sent after the denial's end (a
+// loaded machine) is not asked.
 func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
 	name := e.alg.Name()
 	var (
@@ -52,7 +55,7 @@ func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
 		ok    bool
 	)
 	for range 2 {
-		if d, asked, ok = drain(t, e, l, id); !ok || d.Allowed || d.RetryAfter >= retentionWindow/3 {
+		if d, asked, ok = drain(t, e, l, id); !ok || d.Allowed || d.RetryAfter >= retentionWindow*4/5 {
 			break
 		}
 		time.Sleep(d.RetryAfter + 10*time.Millisecond)
@@ -67,7 +70,7 @@ func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
 	drained := time.Now()
 	end := asked.Add(d.RetryAfter - retentionSlack)
 	span := end.Sub(drained)
-	for _, f := range []float64{0.3, 0.65, 1} {
+	for _, f := range []float64{0.3, 0.65, 0.95} {
 		time.Sleep(time.Until(drained.Add(time.Duration(f * float64(span)))))
 		if time.Now().After(end) {
 			return
