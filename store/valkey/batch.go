@@ -43,8 +43,8 @@ const (
 	batchMax   = 64
 )
 
-func newBatcher(c valkeygo.Client) *batcher {
-	one := func(ctx context.Context, v *vcall) { v.resp = c.Do(onPipeline(ctx), v.cmd) }
+func newBatcher(sh *shared) *batcher {
+	one := func(ctx context.Context, v *vcall) { v.resp = sh.Do(ctx, v.cmd) }
 	many := func(ctx context.Context, vs []*vcall) {
 		if len(vs) == 1 {
 			one(ctx, vs[0])
@@ -55,7 +55,7 @@ func newBatcher(c valkeygo.Client) *batcher {
 		for _, v := range vs {
 			cmds = append(cmds, v.cmd)
 		}
-		for i, resp := range c.DoMulti(onPipeline(ctx), cmds...) {
+		for i, resp := range sh.DoMulti(ctx, cmds...) {
 			vs[i].resp = resp
 		}
 		clear(cmds)

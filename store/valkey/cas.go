@@ -59,7 +59,7 @@ type casBackend Store
 // compares byte for byte. valkey-go may retry a GET after a network error;
 // a read can be repeated safely.
 func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
-	resp := b.c.Do(onPipeline(ctx), b.c.B().Get().Key(key).Build())
+	resp := b.sh.Do(ctx, b.c.B().Get().Key(key).Build())
 	v, err := resp.ToString()
 	switch {
 	case valkeygo.IsValkeyNil(err):
@@ -75,10 +75,9 @@ func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) 
 // absent). It is sent once: valkey-go never retries a write.
 func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
 	ms := pxMillis(ttl + b.skew)
-	c := b.c
-	ctx = onPipeline(ctx)
+	c, sh := b.c, b.sh
 	if token == nil {
-		resp := c.Do(ctx, c.B().Set().Key(key).Value(string(next)).Nx().PxMilliseconds(ms).Build())
+		resp := sh.Do(ctx, c.B().Set().Key(key).Value(string(next)).Nx().PxMilliseconds(ms).Build())
 		if err := resp.Error(); err != nil {
 			if valkeygo.IsValkeyNil(err) { // NX refused: someone created it first
 				return false, nil
@@ -89,9 +88,9 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 	}
 	old, _ := token.(string)
 	argv := [3]string{old, string(next), strconv.FormatInt(ms, 10)}
-	resp := c.Do(ctx, c.B().Evalsha().Sha1(casScript.Hash).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+	resp := sh.Do(ctx, c.B().Evalsha().Sha1(casScript.Hash).Numkeys(1).Key(key).Arg(argv[:]...).Build())
 	if isNoScript(resp.Error()) {
-		resp = c.Do(ctx, c.B().Eval().Script(casScript.Source).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+		resp = sh.Do(ctx, c.B().Eval().Script(casScript.Source).Numkeys(1).Key(key).Arg(argv[:]...).Build())
 	}
 	n, err := resp.ToInt64()
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 // at 4 goroutines. So while at most lanes commands are in flight, a
 // command goes down a dedicated connection of the store's own instead, and
 // the caller writes and reads its socket itself (valkey-go's synchronous
-// path); beyond that, it joins the shared pipeline, and from batchFrom in
-// flight it waits for a batch there (see batcher).
+// path); beyond that, it joins the pipeline (see shared), and from
+// batchFrom in flight it waits for a batch there (see batcher).
 //
 // The dedicated connections are the client's (Client.Dedicate), made and
 // replaced by one goroutine in the background, never by a caller: a
@@ -30,6 +30,7 @@ import (
 // neither path resends a script (see the package doc).
 type direct struct {
 	c     valkeygo.Client
+	sh    *shared  // c's shared connection
 	b     *batcher // the pipeline in batches, for commands beyond batchFrom
 	lanes int32
 	// batchFrom is how many commands in flight make the next one join a
@@ -78,15 +79,16 @@ const retryAfterDial = 100 * time.Millisecond
 // its pipeline carries to whichever primary it follows. A cluster's
 // commands are left to valkey-go: a dedicated client is tied to the slot
 // of its first command, and a batch would wait for its slowest node.
-func newDirect(c valkeygo.Client) *direct {
+func newDirect(c valkeygo.Client, sh *shared) *direct {
 	if c == nil {
 		return nil
 	}
 	n := directLanes()
-	d := &direct{c: c, b: newBatcher(c), batchFrom: batchFrom(n), stop: make(chan struct{})}
+	d := &direct{c: c, sh: sh, b: newBatcher(sh), batchFrom: batchFrom(n), stop: make(chan struct{})}
 	switch c.Mode() {
 	case valkeygo.ClientModeStandalone:
 		d.lanes, d.free = n, make(chan *lane, n)
+		sh.onLost = d.dropIdle
 	case valkeygo.ClientModeSentinel:
 	default:
 		return nil
@@ -105,7 +107,8 @@ func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valke
 		select {
 		case l := <-d.free:
 			resp := l.dc.Do(ctx, cmd)
-			d.put(l, resp.NonValkeyError() == nil)
+			err := resp.NonValkeyError()
+			d.put(l, err == nil, broke(ctx, err))
 			return resp, nil
 		default:
 			d.grow()
@@ -114,35 +117,49 @@ func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valke
 	if n > d.batchFrom {
 		return d.b.do(ctx, cmd)
 	}
-	return d.c.Do(onPipeline(ctx), cmd), nil
+	return d.sh.Do(ctx, cmd), nil
 }
 
 // put takes back l after a command: idle again when it is sound and the
 // store open, given back to the client otherwise (and replaced, when it
-// failed). A lane that failed takes the idle ones with it: they talk to the
-// same server, and when it went away they died with it, so each would cost
-// a call an unknown outcome before the store learnt it. The maker dials
-// them again (and, while the server is gone, is refused at once).
-func (d *direct) put(l *lane, sound bool) {
+// failed). A lane that failed takes the idle ones with it, and one whose
+// connection broke (not its caller's deadline: valkey-go closes a
+// dedicated connection then) the pipelined ones (shared) too: they talk
+// to the same server, and when it went away they died with it, so each
+// would cost a call an unknown outcome before the store learnt it. The
+// makers dial them again (and, while the server is gone, are refused at
+// once).
+func (d *direct) put(l *lane, sound, broke bool) {
 	d.mu.Lock()
 	if sound && !d.closed {
 		d.free <- l // never blocks: free has room for every lane made
 		d.mu.Unlock()
 		return
 	}
-	gone := []*lane{l}
+	d.made--
+	d.mu.Unlock()
+	l.release()
 	if !sound {
-		for len(d.free) > 0 {
-			gone = append(gone, <-d.free)
+		d.dropIdle()
+		if broke {
+			d.sh.lost()
 		}
+		d.grow()
+	}
+}
+
+// dropIdle gives every idle lane back to the client, for the maker to dial
+// again: the server went away (see put).
+func (d *direct) dropIdle() {
+	var gone []*lane
+	d.mu.Lock()
+	for len(d.free) > 0 {
+		gone = append(gone, <-d.free)
 	}
 	d.made -= len(gone)
 	d.mu.Unlock()
 	for _, g := range gone {
 		g.release()
-	}
-	if !sound {
-		d.grow()
 	}
 }
 
@@ -185,7 +202,7 @@ func (d *direct) make() {
 			}
 			return
 		}
-		d.put(&lane{dc: dc, release: release}, true)
+		d.put(&lane{dc: dc, release: release}, true, false)
 	}
 }
 

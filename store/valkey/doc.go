@@ -38,9 +38,14 @@
 // the store keeps up to 2 × GOMAXPROCS dedicated connections of its own
 // (Client.Dedicate, dialled and replaced in the background, never by a
 // caller): while no more scripts than that are in flight, each goes down
-// one of them, written and read by its caller; beyond that, they share the
-// pipeline. A process so holds that many connections more per server. And
-// the pipeline's writer flushes whenever it finds no command waiting, which
+// one of them, written and read by its caller; beyond that, they share a
+// pipeline. That pipeline is the store's own too: as many dedicated
+// connections as valkey-go's shared ones (2 at 2 cores, 4 from 4 on), each
+// carrying many callers' commands at once as valkey-go's do, each command
+// on one at random; valkey-go's shared connections carry a standalone
+// client's commands only while none of the store's is up. A process so
+// holds that many connections more per server. And the pipeline's writer
+// flushes whenever it finds no command waiting, which
 // under many callers is once or twice a command (write syscalls were 73%
 // of the client's CPU at 64 goroutines); so from 8 × that many scripts in
 // flight (32 at 2 cores), the next ones wait for a batch, sent as one
@@ -80,13 +85,20 @@
 // READONLY, MISCONF or NOREPLICAS raised inside a script, which Redis and
 // Valkey check for a script's write only while it has written nothing.
 // Unknown: everything else. A call ends at its context's deadline, its
-// own and never another's: on valkey-go's shared connection the store
-// hides the deadline from valkey-go and lets the context's end abort the
-// call, since valkey-go, sending a command synchronously on an idle
-// connection with the socket's deadline set to the command's, closes the
-// connection when that deadline passes and fails every command queued
-// behind it then (a dedicated connection, one command at a time, keeps
-// the deadline on its socket). The server may already have run the script: valkey-go returns "context
+// own and never another's: on a pipelined connection the store hides the
+// deadline from valkey-go and lets the context's end abort the call, since
+// valkey-go, sending a command synchronously on an idle connection with
+// the socket's deadline set to the command's, closes the connection when
+// that deadline passes and fails every command queued behind it then (a
+// dedicated connection, one command at a time, keeps the deadline on its
+// socket). No call dials: valkey-go dials its broken shared connection
+// again inside the next command that needs it, waiting for the new
+// connection's handshake for its dialer's timeout (5 s by default)
+// whatever that command's deadline, so the store's own connections are
+// dialled and replaced in the background, and a command on valkey-go's
+// shared connection (a sentinel or cluster client's, or a standalone
+// client's while the store's are being replaced) runs on a goroutine of
+// its own, which the caller leaves at its deadline. The server may already have run the script: valkey-go returns "context
 // deadline exceeded" for a reply that did not arrive in time (it turns a
 // socket deadline into a bare context error, so such an error proves
 // nothing), and a command still queued on the connection when its context

@@ -20,6 +20,7 @@ type stallProxy struct {
 	mu    sync.Mutex
 	links []*link
 	done  bool
+	hang  bool // new connections are held from the start too (Hang)
 }
 
 // link is one proxied connection.
@@ -56,10 +57,20 @@ func (p *stallProxy) Stall() {
 	}
 }
 
+// Hang holds the replies of every connection, open now or opened later,
+// until Resume: a server that accepts connections and answers nothing.
+func (p *stallProxy) Hang() {
+	p.mu.Lock()
+	p.hang = true
+	p.mu.Unlock()
+	p.Stall()
+}
+
 // Resume lets held and later replies through.
 func (p *stallProxy) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.hang = false
 	for _, l := range p.links {
 		if l.stalled {
 			l.stalled = false
@@ -118,6 +129,9 @@ func (p *stallProxy) track(l *link) bool {
 		l.client.Close()
 		l.server.Close()
 		return false
+	}
+	if p.hang {
+		l.stalled, l.resume = true, make(chan struct{})
 	}
 	p.links = append(p.links, l)
 	return true

@@ -83,3 +83,91 @@ func TestEachCallEndsAtItsOwnDeadline(t *testing.T) {
 // opaque hides a client's type, so that the store sends every command
 // through valkey-go's own routing.
 type opaque struct{ valkeygo.Client }
+
+// Mode says cluster, as a cluster client's would: the store keeps no
+// connections of its own for it.
+func (opaque) Mode() valkeygo.ClientMode { return valkeygo.ClientModeCluster }
+
+// TestCallsEndAtTheirDeadlineWhileReconnecting: after the connections
+// dropped, a server that accepts new ones and answers nothing (hung, or
+// behind a proxy that lost it) must not hold a call past its deadline.
+// valkey-go dials a broken shared connection again within the next command
+// that needs it, and waits for its handshake (HELLO) for the dialer's
+// timeout, 5 s by default, whatever the command's deadline: calls took
+// 5 s under a Timeout of 100 ms. Once the server answers again, calls are
+// decided again.
+func TestCallsEndAtTheirDeadlineWhileReconnecting(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	const timeout = 100 * time.Millisecond
+	for _, standalone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedicated connections %v", standalone), func(t *testing.T) {
+			proxy := newStallProxy(t, addr)
+			c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			if !standalone {
+				c = opaque{c}
+			}
+			l, err := core.New(core.Config{Policy: core.PerSecond("reconnect", 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
+				Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 8 {
+				if _, err := l.Allow(context.Background(), "warm"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			proxy.Drop()
+			proxy.Hang()
+			var wg sync.WaitGroup
+			for round := range 3 {
+				for i := range 4 {
+					wg.Go(func() {
+						start := time.Now()
+						_, err := l.Allow(context.Background(), fmt.Sprint("id", round, i))
+						if took := time.Since(start); took > timeout+200*time.Millisecond {
+							t.Errorf("round %d, call %d: took %v under a Timeout of %v (%v)", round, i, took.Round(time.Millisecond), timeout, err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			recovered := func() {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					_, err := l.Allow(context.Background(), "after")
+					if err == nil {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no call was decided within 10 s of the server answering again: %v", err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			proxy.Resume()
+			recovered()
+			// Again, on connections that are up: one call after another
+			// meets the store's connections in turn, each of which ends at
+			// its caller's deadline and is not mistaken for broken (closing
+			// one that waits for a silent server takes valkey-go a second).
+			for range 20 {
+				_, _ = l.Allow(context.Background(), "warm")
+			}
+			proxy.Hang()
+			for i := range 8 {
+				start := time.Now()
+				_, err := l.Allow(context.Background(), fmt.Sprint("again", i))
+				if took := time.Since(start); took > timeout+200*time.Millisecond {
+					t.Errorf("call %d in the second hang: took %v under a Timeout of %v (%v)", i, took.Round(time.Millisecond), timeout, err)
+				}
+			}
+			proxy.Resume()
+			recovered()
+		})
+	}
+}

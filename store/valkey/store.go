@@ -46,6 +46,7 @@ type Options struct {
 // across all limiters of a process.
 type Store struct {
 	c         valkeygo.Client
+	sh        *shared // c's shared connection, as the store sends on it
 	retry     store.RetryPolicy
 	skew      time.Duration
 	args      argCache
@@ -90,7 +91,8 @@ func New(c valkeygo.Client, opts *Options) *Store {
 		s.bad = errConnLifetime
 		return s
 	}
-	s.direct = newDirect(c)
+	s.sh = newShared(c)
+	s.direct = newDirect(c, s.sh)
 	s.watchEviction()
 	return s
 }
@@ -171,7 +173,7 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
 	}
-	resp := s.c.Do(onPipeline(ctx), s.c.B().Del().Key(key.String()).Build())
+	resp := s.sh.Do(ctx, s.c.B().Del().Key(key.String()).Build())
 	if err := resp.Error(); err != nil {
 		return storeError("delete", err, false)
 	}
@@ -210,7 +212,7 @@ func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valk
 	if s.direct != nil {
 		return s.direct.do(ctx, cmd)
 	}
-	return s.c.Do(onPipeline(ctx), cmd), nil
+	return s.sh.Do(ctx, cmd), nil
 }
 
 // Close marks the Store closed: later calls fail with an error matching
@@ -225,6 +227,9 @@ func (s *Store) Close() error {
 	s.watch.stop()
 	if s.direct != nil {
 		s.direct.close()
+	}
+	if s.sh != nil {
+		s.sh.close()
 	}
 	if s.owned {
 		s.c.Close()
