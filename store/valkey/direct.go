@@ -187,23 +187,34 @@ func (d *direct) make() {
 		}
 		d.made++
 		d.mu.Unlock()
-		dc, release := d.c.Dedicate()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := dc.Do(ctx, dc.B().Ping().Build()).Error()
-		cancel()
-		if err != nil {
-			release()
+		l, ok := dialLane(d.c, d.stop)
+		if !ok {
 			d.mu.Lock()
 			d.made--
 			d.mu.Unlock()
-			select {
-			case <-time.After(retryAfterDial):
-			case <-d.stop:
-			}
 			return
 		}
-		d.put(&lane{dc: dc, release: release}, true, false)
+		d.put(l, true, false)
 	}
+}
+
+// dialLane makes a dedicated connection of c and checks it with a PING,
+// in a maker's goroutine. One that fails is given back, and dialLane waits
+// retryAfterDial (or until stop closes) before it reports it.
+func dialLane(c valkeygo.Client, stop <-chan struct{}) (*lane, bool) {
+	dc, release := c.Dedicate()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := dc.Do(ctx, dc.B().Ping().Build()).Error()
+	cancel()
+	if err != nil {
+		release()
+		select {
+		case <-time.After(retryAfterDial):
+		case <-stop:
+		}
+		return nil, false
+	}
+	return &lane{dc: dc, release: release}, true
 }
 
 // close gives every idle lane back to the client; a lane in use, or one

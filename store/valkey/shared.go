@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
 )
@@ -183,25 +182,17 @@ func (sh *shared) make() {
 		if sh.pipes[i].Load() != nil {
 			continue
 		}
-		dc, release := sh.c.Dedicate()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := dc.Do(ctx, dc.B().Ping().Build()).Error()
-		cancel()
-		if err != nil {
-			release()
-			select {
-			case <-time.After(retryAfterDial):
-			case <-sh.stop:
-			}
+		l, ok := dialLane(sh.c, sh.stop)
+		if !ok {
 			return
 		}
 		sh.mu.Lock()
 		if sh.closed {
 			sh.mu.Unlock()
-			release()
+			l.release()
 			return
 		}
-		sh.pipes[i].Store(&lane{dc: dc, release: release})
+		sh.pipes[i].Store(l)
 		sh.mu.Unlock()
 	}
 }
