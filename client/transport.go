@@ -12,8 +12,10 @@
 // every policy the server reported for that request's scope (by default,
 // its host) has a unit left: the r the server reported, less what has been
 // sent since; after t, the quota is whole again (q, or Sluice's sluice-burst
-// for a bucket). A Retry-After holds every request to that scope until it
-// passes. When nothing is known that allows more (a new scope, a policy
+// for a bucket). A limit on requests in flight (qu="concurrent-requests")
+// gets a unit back with each response instead, and none at its t: once its
+// units are out, one request goes at a time as responses come back. A
+// Retry-After holds every request to that scope until it passes. When nothing is known that allows more (a new scope, a policy
 // past its reset with no RateLimit-Policy, a spent quota with no reset),
 // it lets one request out at a time until a response says more, so a crowd
 // of waiting requests never stampedes a reset. A server that sends no
@@ -144,6 +146,10 @@ type policy struct {
 	// date with the units that came back since.
 	interval time.Duration
 	accrued  time.Time
+	// concurrent marks a limit on requests in flight
+	// (qu="concurrent-requests"): a unit comes back with its response, and
+	// the item's t is no reset.
+	concurrent bool
 }
 
 // refill adds to remaining the units a bucket got back by now: one per
@@ -383,6 +389,9 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	defer t.mu.Unlock()
 	for _, p := range sent {
 		p.inflight--
+		if p.concurrent && p.known && (p.quota == 0 || p.remaining < p.quota) {
+			p.remaining++ // its unit is back with its response
+		}
 	}
 	s.inflight--
 	if s.notify != nil {
@@ -405,7 +414,19 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 			s.policies[it.name] = p
 		}
 		if q, ok := quotas[it.name]; ok {
-			p.quota, p.interval = q.quota, q.interval
+			p.quota, p.interval, p.concurrent = q.quota, q.interval, q.concurrent
+		}
+		if p.concurrent {
+			// r was counted with this request in flight, if admitted; its
+			// unit is back now, and the requests still in flight hold one
+			// each. Nothing resets at t: units come back with responses,
+			// so a spent limit lets one request out at a time (blind).
+			left := it.r - p.inflight
+			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+				left++
+			}
+			p.remaining, p.known, p.reset = left, true, time.Time{}
+			continue
 		}
 		p.refill(now)
 		// The server counted r after this request; the requests still in
@@ -505,8 +526,9 @@ func parseRateLimit(vs []string) []rateLimitItem {
 
 // quotaOf is what RateLimit-Policy says of one policy.
 type quotaOf struct {
-	quota    int64         // the whole quota: sluice-burst where given, else q
-	interval time.Duration // a bucket's w/q; zero for a window
+	quota      int64         // the whole quota: sluice-burst where given, else q
+	interval   time.Duration // a bucket's w/q; zero for a window
+	concurrent bool          // qu="concurrent-requests": requests in flight
 }
 
 // parsePolicies reads RateLimit-Policy: each policy's whole quota, which is
@@ -537,7 +559,8 @@ func parsePolicies(vs []string) map[string]quotaOf {
 		if !ok || q <= 0 {
 			continue
 		}
-		qo := quotaOf{quota: q}
+		qu, _ := it.Params.Get("qu")
+		qo := quotaOf{quota: q, concurrent: qu == "concurrent-requests"}
 		if b, ok := intParam(it.Params, "sluice-burst"); ok && b > 0 {
 			qo.quota = b
 			if w, ok := intParam(it.Params, "w"); ok && w > 0 && w <= maxSeconds {

@@ -28,6 +28,12 @@ type limitedServer struct {
 
 func newLimitedServer(t *testing.T, alg core.Algorithm, p core.Policy) *limitedServer {
 	t.Helper()
+	return newLimitedServerOf(t, alg, p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+}
+
+// newLimitedServerOf is newLimitedServer with a handler of the test's.
+func newLimitedServerOf(t *testing.T, alg core.Algorithm, p core.Policy, h http.Handler) *limitedServer {
+	t.Helper()
 	st := memory.New(nil)
 	t.Cleanup(func() { st.Close() })
 	l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: st})
@@ -39,7 +45,7 @@ func newLimitedServer(t *testing.T, alg core.Algorithm, p core.Policy) *limitedS
 		t.Fatal(err)
 	}
 	s := &limitedServer{}
-	limited := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	limited := mw(h)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.arrived.Add(1)
 		rec := &statusRecorder{ResponseWriter: w}
@@ -548,5 +554,41 @@ func TestA429ThatNoWaitHelpsIsNotRetried(t *testing.T) {
 	}
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("a request that fits was held %v after the refusal", took.Round(time.Millisecond))
+	}
+}
+
+// A concurrency limit (qu="concurrent-requests") counts requests in
+// flight, not requests sent: a unit comes back with its response, not at
+// the item's t. One request after another never waits, however many; and
+// callers at once keep no more in flight than the limit, so none is
+// refused.
+func TestAConcurrencyLimitCountsRequestsInFlight(t *testing.T) {
+	s := newLimitedServer(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 2, Window: time.Minute, LeaseTTL: time.Minute})
+	c := &http.Client{Transport: &Transport{FailFast: true}}
+	for i := range 10 {
+		if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK {
+			t.Fatalf("request %d, one at a time under a concurrency limit of 2: %d, %v; want 200", i, code, err)
+		}
+	}
+	slow := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 2, Window: time.Minute, LeaseTTL: time.Minute},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(5 * time.Millisecond) }))
+	w := &http.Client{Transport: &Transport{MaxWait: 5 * time.Second}}
+	if code, err := get(t, w, slow.URL); err != nil || code != http.StatusOK {
+		t.Fatalf("the first request: %d, %v", code, err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 5 {
+				if code, err := get(t, w, slow.URL); err != nil || code != http.StatusOK {
+					t.Errorf("four callers under a concurrency limit of 2: %d, %v; want 200", code, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := slow.refused.Load(); n > 0 {
+		t.Errorf("the server refused %d requests of four callers under a concurrency limit of 2", n)
 	}
 }
