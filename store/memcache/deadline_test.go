@@ -192,6 +192,28 @@ func TestSwapErrorOutcome(t *testing.T) {
 		t.Errorf("add to a refused address: got %v, want an error not matching core.ErrOutcomeUnknown", err)
 	}
 
+	// A real memcached that answers SERVER_ERROR: a value above its item
+	// size limit (1 MB by default) was refused, and nothing was stored.
+	s = newStore(t, nil, firstServer(t))
+	big := make([]byte, 2<<20)
+	for _, token := range []bool{false, true} {
+		key := memcache.Key(uniqueKey(t))
+		var tok any
+		if token {
+			if ok, err := memcache.CAS(s).Swap(ctx, key, nil, []byte("v"), time.Minute); !ok || err != nil {
+				t.Fatalf("add: %v, %v", ok, err)
+			}
+			_, tok, _ = memcache.CAS(s).Load(ctx, key)
+		}
+		_, err = memcache.CAS(s).Swap(ctx, key, tok, big, time.Minute)
+		if err == nil || errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Errorf("a 2 MB value (cas %v): got %v, want an error not matching core.ErrOutcomeUnknown", token, err)
+		}
+		if v, _, _ := memcache.CAS(s).Load(ctx, key); len(v) > 1 {
+			t.Errorf("a 2 MB value (cas %v) refused with SERVER_ERROR was stored", token)
+		}
+	}
+
 	// A server that reads the request and hangs up.
 	hangup := hangUpServer(t)
 	s = memcache.New(gomemcache.New(hangup), nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -187,10 +188,13 @@ func (o *casOps) Swap(ctx context.Context, key string, token any, next []byte, t
 }
 
 // mayHaveWritten reports whether a write that failed with err may still have
-// been stored. Only errors raised before anything was sent rule it out: a
-// failed or timed-out dial, no server to send to, a key gomemcache refused.
-// Any other error (a deadline or broken connection while the request or its
-// reply was on the wire) leaves the outcome unknown.
+// been stored. Errors raised before anything was sent rule it out (a failed
+// or timed-out dial, no server to send to, a key gomemcache refused), and
+// so does the server's own refusal, SERVER_ERROR or CLIENT_ERROR (a value
+// above its item size limit, 1 MB by default, or no memory to store it):
+// memcached answers so only for what it did not store. Any other error (a
+// deadline or broken connection while the request or its reply was on the
+// wire) leaves the outcome unknown.
 func mayHaveWritten(err error) bool {
 	var cte *gomemcache.ConnectTimeoutError
 	var oe *net.OpError
@@ -198,10 +202,20 @@ func mayHaveWritten(err error) bool {
 	case errors.As(err, &cte),
 		errors.As(err, &oe) && oe.Op == "dial",
 		errors.Is(err, gomemcache.ErrNoServers),
-		errors.Is(err, gomemcache.ErrMalformedKey):
+		errors.Is(err, gomemcache.ErrMalformedKey),
+		refusedByServer(err):
 		return false
 	}
 	return true
+}
+
+// refusedByServer reports whether err is gomemcache's report of a
+// SERVER_ERROR or CLIENT_ERROR reply to a storage command, which it gives
+// as an untyped "unexpected response line" quoting the reply.
+func refusedByServer(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "unexpected response line") &&
+		(strings.Contains(msg, `"SERVER_ERROR `) || strings.Contains(msg, `"CLIENT_ERROR `))
 }
 
 // Delete removes key's state, so that its next decision starts fresh.
