@@ -55,9 +55,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 					}
 				})
 			}
-			t.Run("Expiry", func(t *testing.T) { checkExpiry(t, newHarness(t), algs, script) })
-			t.Run("Retention", func(t *testing.T) { checkRetention(t, newHarness(t), algs, script) })
-			t.Run("Multi", func(t *testing.T) { checkMulti(t, newHarness(t), multiAlgs(algs), script) })
+			for _, c := range pathChecks {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, newHarness(t), algs, script) })
+			}
 		})
 	}
 }
@@ -112,6 +112,32 @@ var checks = []check{
 	{"Reset", always, checkReset},
 	{"Refunds", refundable, checkRefunds},
 	{"RefundAcrossEdge", refundable, checkRefundEdge},
+}
+
+// pathChecks run once per path, over every algorithm at once.
+var pathChecks = []struct {
+	name string
+	fn   func(t *testing.T, h Harness, algs []core.Algorithm, script bool)
+}{
+	{"Expiry", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) { checkExpiry(t, h, algs, script) }},
+	{"Retention", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) { checkRetention(t, h, algs, script) }},
+	{"Multi", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
+		checkMulti(t, h, multiAlgs(algs), script)
+	}},
+}
+
+// CheckNames returns the names of Run's checks, for a tool that selects
+// some (-run): perAlgorithm run under each algorithm, on each path
+// (TestX/<path>/<algorithm>/<check>); perPath run once on each path, over
+// every algorithm (TestX/<path>/<check>).
+func CheckNames() (perAlgorithm, perPath []string) {
+	for _, c := range checks {
+		perAlgorithm = append(perAlgorithm, c.name)
+	}
+	for _, c := range pathChecks {
+		perPath = append(perPath, c.name)
+	}
+	return perAlgorithm, perPath
 }
 
 func pathsOf(c Capabilities) []bool {

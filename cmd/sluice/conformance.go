@@ -56,6 +56,11 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		if _, err := regexp.Compile(*run); err != nil {
 			return usagef("--run: %v", err)
 		}
+		if !selectsSome(*run) {
+			perAlg, perPath := conformance.CheckNames()
+			return usagef("--run %q selects no check: the algorithms are %s; the checks %s; and, once per path, %s",
+				*run, strings.Join(algorithmNames(), ", "), strings.Join(perAlg, ", "), strings.Join(perPath, ", "))
+		}
 	}
 	b, err := openBackend(ctx, *store) // fail fast, exit 3, on a store that does not answer
 	if err != nil {
@@ -275,21 +280,47 @@ func (h cliHarness) Capabilities() conformance.Capabilities {
 }
 
 // runPattern is the -test.run of --run: the suite runs
-// TestConformance/<path>/<algorithm, Expiry, Retention or Multi>/<check>. A pattern
-// with a slash is algorithm/check; one without matches the algorithms (and
-// Expiry, Retention, Multi) when it matches any of their names, and the checks
-// otherwise, so that both "gcra" and "Admission" select what they name.
+// TestConformance/<path>/<algorithm>/<check>, and
+// TestConformance/<path>/<check> for the checks run once per path
+// (conformance.CheckNames). A pattern with a slash is algorithm/check; one
+// without matches the algorithms and the once-per-path checks when it
+// matches any of their names, and the per-algorithm checks otherwise, so
+// that both "gcra" and "Admission" select what they name.
 func runPattern(run string) string {
 	if strings.Contains(run, "/") {
 		return "TestConformance/.*/" + run
 	}
 	re := regexp.MustCompile(run) // checked by the caller
-	for _, name := range append(algorithmNames(), "Expiry", "Retention", "Multi") {
+	_, perPath := conformance.CheckNames()
+	for _, name := range append(algorithmNames(), perPath...) {
 		if re.MatchString(name) {
 			return "TestConformance/.*/" + run
 		}
 	}
 	return "TestConformance/.*/.*/" + run
+}
+
+// selectsSome reports whether --run names something the suite runs: its
+// part before a slash (all of it, without one) matches an algorithm or a
+// check run once per path, or, without a slash, a check of each
+// algorithm.
+func selectsSome(run string) bool {
+	first, _, slash := strings.Cut(run, "/")
+	re, err := regexp.Compile(first)
+	if err != nil {
+		return false
+	}
+	perAlg, perPath := conformance.CheckNames()
+	names := append(algorithmNames(), perPath...)
+	if !slash {
+		names = append(names, perAlg...)
+	}
+	for _, n := range names {
+		if re.MatchString(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // algorithmNames is the names of the algorithms the suite runs.

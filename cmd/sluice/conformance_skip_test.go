@@ -67,3 +67,21 @@ func TestConformanceRunSelectsChecks(t *testing.T) {
 		t.Errorf("--run Admission$ ran other checks too:\n%s", out)
 	}
 }
+
+// --run that names no algorithm and no check is a usage error, not a pass
+// of nothing: a typo ("gcar") must not read as a whole suite passed. One
+// that names a check run once per path (Retention) runs it alone.
+func TestConformanceRunThatSelectsNothingIsAUsageError(t *testing.T) {
+	for _, run := range []string{"nomatch", "gcar", "gcar/Admission"} {
+		code, out, errOut := sluice(t, "conformance", "--store", "memory", "--run", run)
+		wantCode(t, code, exitUsage, out, errOut)
+		if !strings.Contains(errOut, "selects no check") {
+			t.Errorf("--run %s: stderr %q, want it to say it selects no check", run, errOut)
+		}
+	}
+	code, out, errOut := sluice(t, "conformance", "--store", "memory", "--run", "Retention", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "--- PASS: TestConformance/generic/Retention ") || strings.Contains(out, "/Admission (") {
+		t.Errorf("--run Retention ran something else, or not it:\n%s", out)
+	}
+}
