@@ -290,3 +290,14 @@ func TestUnreachableWithinDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A store that answers the first ping with an error (a cluster URL to a
+// server that is not one) is reported as answering with an error, not as
+// silent.
+func TestStoreThatAnswersWithAnError(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	code, out, errOut := sluice(t, "demo", "--store", "redis+cluster://"+addr)
+	if code != exitUnreachable || !strings.Contains(errOut, "answered with an error") || strings.Contains(errOut, "did not answer") {
+		t.Errorf("a cluster URL to a plain redis-server: exit %d, want %d saying it answered with an error\nstdout: %s\nstderr: %s", code, exitUnreachable, out, errOut)
+	}
+}

@@ -185,6 +185,12 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	defer cancel()
 	if err := first.Ping(pctx); err != nil {
 		first.Close()
+		var oe *net.OpError
+		if pctx.Err() == nil && !errors.As(err, &oe) {
+			// It answered, with an error (a cluster URL to a server that is
+			// not one, a wrong password).
+			return nil, unreachableError{fmt.Errorf("%s answered with an error: %w", first.Name, err)}
+		}
 		return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
 	}
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }}
