@@ -38,6 +38,14 @@ func TestMultiFailOpenReturnsNoError(t *testing.T) {
 	if err != nil || !d.Allowed || !d.Degraded || r != nil {
 		t.Fatalf("Charge: %+v, receipt %v, %v; want a degraded admission, no receipt, a nil error", d, r, err)
 	}
+	// The Decision is the most constraining limit's: the smallest quota.
+	two := core.MustLimits(
+		core.Limit{Policy: core.Policy{Name: "day", Limit: 10000, Window: 24 * time.Hour}, Algorithm: algorithm.FixedWindow{}},
+		core.Limit{Policy: core.Policy{Name: "second", Limit: 20, Window: time.Second}, Algorithm: algorithm.GCRA{}},
+	)
+	if d, _, err := m.Allow(context.Background(), "id", two, nil); err != nil || d.Limit != 20 {
+		t.Errorf("a degraded admission under limits of 10000 and 20: Limit %d (%v); want 20, the most constraining", d.Limit, err)
+	}
 }
 
 // A cost the primary's quota allows but the fallback's does not is refused

@@ -291,12 +291,15 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 		var gone bool
 		err, gone = storeFailure(ctx, "update", err)
 		if !gone && m.cfg.Failure == FailOpen {
+			// Nothing is known but the quotas: the most constraining
+			// limit is the one of the smallest.
 			states = states[:0]
+			d = Decision{Allowed: true, Degraded: true, Limit: limits.ls[0].quota}
 			for i := range limits.ls {
 				l := &limits.ls[i]
 				states = append(states, LimitState{Name: l.p.Name, Window: l.p.Window, Decision: Decision{Allowed: true, Degraded: true, Limit: l.quota}})
+				d.Limit = min(d.Limit, l.quota)
 			}
-			d = Decision{Allowed: true, Degraded: true, Limit: limits.ls[0].quota}
 			err = nil
 		}
 		if err != nil {
