@@ -109,6 +109,12 @@ type Config struct {
 	// Clock times the sync periods, leases and holds. Nil means
 	// core.SystemClock. (Limiter.Clock, if any, decides admissions.)
 	Clock core.Clock
+	// OnSyncError, when set, hears the error of each Sync that Run makes
+	// and that fails (a coordinator that did not answer in time, an
+	// allowance the limiter refuses), from Run's goroutine. A split whose
+	// syncs keep failing holds every region near its floor, which nothing
+	// else reports.
+	OnSyncError func(error)
 }
 
 // Region enforces one region's share of a global limit. It is safe for
@@ -134,7 +140,8 @@ type Region struct {
 	lease    time.Duration
 	inflight time.Duration // how long a decision may take: the limiter's Timeout
 	clock    core.Clock
-	born     time.Time // when New made it: what it knows of the others starts here
+	onErr    func(error) // Config.OnSyncError
+	born     time.Time   // when New made it: what it knows of the others starts here
 
 	lim   atomic.Pointer[enforcer]
 	drop  atomic.Int64 // UnixNano past which an unsynced region holds its floor; 0: none
@@ -246,6 +253,7 @@ func New(cfg Config) (*Region, error) {
 		}
 		start = r.floors[r.self]
 	}
+	r.onErr = cfg.OnSyncError
 	r.clock = cfg.Clock
 	if r.clock == nil {
 		r.clock = core.SystemClock{}
@@ -254,6 +262,16 @@ func New(cfg Config) (*Region, error) {
 	l, err := r.limiterFor(start)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Mode == Synced {
+		// A raise must not fail at Sync, after its claim is written: the
+		// largest allowance the split may give this region, all but the
+		// others' floors, must be a policy the algorithm takes.
+		if most := p.Limit - (floors - r.floors[r.self]); most != start {
+			if _, err := r.limiterFor(most); err != nil {
+				return nil, fmt.Errorf("region: a synced region may be given up to %d of the Limit (all but the others' floors), which the limiter refuses: %w", most, err)
+			}
+		}
 	}
 	r.lim.Store(&enforcer{l: l, allowance: start})
 	return r, nil

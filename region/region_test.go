@@ -324,6 +324,12 @@ func TestConfigErrors(t *testing.T) {
 		{"leases", func(c *region.Config) { c.Limiter.Algorithm = algorithm.Concurrency{} }},
 		{"unknown mode", func(c *region.Config) { c.Mode = 7 }},
 		{"typed-nil algorithm", func(c *region.Config) { var g *algorithm.GCRA; c.Limiter.Algorithm = g }},
+		// A synced region may be given all but the others' floors: a
+		// sliding log of 30,000 could not enforce 29,750 (its Limit is at
+		// most 10,000), and every raise would fail at Sync.
+		{"largest allowance invalid", func(c *region.Config) {
+			c.Limiter.Policy, c.Limiter.Algorithm = core.PerMinute("log", 30000), algorithm.SlidingLog{}
+		}},
 		{"static share of zero", func(c *region.Config) {
 			c.Mode = region.Static
 			c.Limiter.Policy.Limit = 2
@@ -509,5 +515,38 @@ func TestCoordinatorDataLossKeepsTheLimit(t *testing.T) {
 	}
 	if got := s.total(8); got < limit/2 {
 		t.Errorf("window 8, four seconds after the loss: %d admitted %v; want the split back above %d", got, s.admitted[8], limit/2)
+	}
+}
+
+// deadCoordinator is a coordination store whose every call fails.
+type deadCoordinator struct{}
+
+func (deadCoordinator) Update(context.Context, store.Key, store.Mutation) error {
+	return &store.Error{Op: "update", Err: errors.New("connection refused")}
+}
+
+// Run hears nothing of a failed Sync but through OnSyncError: a split whose
+// syncs keep failing holds every region at its floor, silently otherwise.
+func TestRunReportsFailedSyncs(t *testing.T) {
+	var failed atomic.Int64
+	r, err := region.New(region.Config{
+		Mode: region.Synced, Region: "a",
+		Members:     []region.Member{{Name: "a"}, {Name: "b"}},
+		Limiter:     core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)},
+		Coordinator: deadCoordinator{}, SyncPeriod: 5 * time.Millisecond,
+		OnSyncError: func(err error) {
+			if errors.Is(err, core.ErrUnavailable) {
+				failed.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_ = r.Run(ctx)
+	if failed.Load() == 0 {
+		t.Error("Run ran 200 ms against a coordinator that fails every call, and OnSyncError heard no error matching core.ErrUnavailable")
 	}
 }

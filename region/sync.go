@@ -94,7 +94,8 @@ func (r *Region) Status() View {
 // (LeasePeriods·SyncPeriod − Hold − SyncPeriod): a slower one could not
 // help. It returns at once, nil, unless the mode
 // is Synced. A failed Sync is retried at the next period; the region keeps
-// its allowance meanwhile, as Sync says.
+// its allowance meanwhile, as Sync says; Config.OnSyncError hears why it
+// failed.
 func (r *Region) Run(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil
@@ -103,7 +104,9 @@ func (r *Region) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, r.keep())
-		_ = r.Sync(sctx)
+		if err := r.Sync(sctx); err != nil && r.onErr != nil && ctx.Err() == nil {
+			r.onErr(err)
+		}
 		cancel()
 		select {
 		case <-ctx.Done():
