@@ -127,21 +127,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()
 	}
-	fmt.Fprintf(stdout, "\ndecisions   %d in %s: %.0f decisions/s\n", r.total, round(r.elapsed), float64(r.total)/r.elapsed.Seconds())
-	fmt.Fprintf(stdout, "admitted    %d, denied %d, errors %d\n", r.admitted, r.total-r.admitted-r.errors, r.errors)
-	fmt.Fprintf(stdout, "latency     p50 %s  p99 %s  p99.9 %s  max %s\n",
+	decided := r.total - r.errors
+	fmt.Fprintf(stdout, "\ndecisions   %d in %s: %.0f decisions/s\n", decided, round(r.elapsed), float64(decided)/r.elapsed.Seconds())
+	fmt.Fprintf(stdout, "admitted    %d, denied %d, errors %d\n", r.admitted, decided-r.admitted, r.errors)
+	fmt.Fprintf(stdout, "latency     p50 %s  p99 %s  p99.9 %s  max %s (of decisions)\n",
 		round(r.hist.quantile(0.5)), round(r.hist.quantile(0.99)), round(r.hist.quantile(0.999)), round(r.hist.max))
 	if r.firstErr != nil {
 		fmt.Fprintf(stdout, "first error %v\n", r.firstErr)
 	}
-	if r.total > 0 && r.errors == r.total {
+	return r.verdict()
+}
+
+// verdict fails a run in which any call failed: its rate and latencies
+// would not be the store's.
+func (r benchResult) verdict() error {
+	if r.errors > 0 {
 		return errFailed
 	}
 	return nil
 }
 
 type benchResult struct {
-	total, admitted, errors int64
+	total, admitted, errors int64 // total counts calls: decisions and errors
 	elapsed                 time.Duration
 	hist                    *histogram
 	firstErr                error
@@ -180,14 +187,16 @@ func benchRun(ctx context.Context, ls []*core.Limiter, ids []string, conc int, d
 				} else {
 					dec, err = l.Allow(call, id)
 				}
-				h.add(time.Since(t0))
+				took := time.Since(t0)
 				switch {
 				case err != nil:
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, &err)
+					continue // an error is no decision: not in the latencies
 				case dec.Allowed:
 					admitted.Add(1)
 				}
+				h.add(took)
 			}
 			mu.Lock()
 			res.hist.merge(h)
@@ -208,7 +217,8 @@ loop:
 		}
 	}
 	res.elapsed = time.Since(start)
-	res.total, res.admitted, res.errors = res.hist.count, admitted.Load(), errs.Load()
+	res.admitted, res.errors = admitted.Load(), errs.Load()
+	res.total = res.hist.count + res.errors
 	if e := firstErr.Load(); e != nil {
 		res.firstErr = *e
 	}
