@@ -101,8 +101,8 @@ type Config struct {
 	// K·SyncPeriod is dark, and its share above its floor is given to the
 	// others. K·SyncPeriod must exceed Hold + SyncPeriod (or the limiter's
 	// Timeout, when longer): a region cut off from the coordinator keeps
-	// its allowance for K·SyncPeriod − Hold − SyncPeriod after the start
-	// of its last successful sync, then holds its floor. Default: the
+	// its allowance for K·SyncPeriod − Hold − SyncPeriod (or the Timeout)
+	// after the start of its last successful sync, then holds its floor. Default: the
 	// least K that keeps the allowance for 3 periods. A sync is up to four
 	// round trips to the coordinator: keep that time well above them.
 	LeasePeriods int
