@@ -22,7 +22,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		"across three regions in each mode of package region instead. With --pool,\n"+
 		"three tenants share a burst pool above a base rate each, and one spikes.\n\nPatterns:\n"+patternList(), stdout)
 	pattern := fs.String("pattern", "boundary", "traffic `pattern`: "+patternNames())
-	limit := fs.Int64("limit", 10, "units per window")
+	limit := fs.Int64("limit", 10, "units per window (with --regions: the global limit, 12 to 100000, default 100)")
 	window := fs.Duration("window", time.Second, "window length")
 	burst := fs.Int64("burst", 0, "bucket capacity (0: the limit)")
 	duration := fs.Duration("duration", 10*time.Second, "simulated time")
