@@ -406,7 +406,12 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		r.fallBack(dl)
 	}
 	e := r.lim.Load()
-	if n > e.l.Quota() && n <= r.quota && identity != "" {
+	if n > r.quota && identity != "" {
+		// Bad input by the global policy, which the regional limiter's
+		// error would measure against the allowance.
+		return core.Decision{}, &core.InputError{Arg: "n", Reason: fmt.Sprintf("%d exceeds the quota %d of policy %q: it could never be admitted", n, r.quota, r.cfg.Policy.Name)}
+	}
+	if n > e.l.Quota() && identity != "" {
 		r.asked.Add(n)
 		return core.Decision{Allowed: false, Limit: e.l.Quota()}, nil
 	}

@@ -376,8 +376,8 @@ func TestCostAboveTheAllowanceIsARefusal(t *testing.T) {
 	if err != nil || d.Allowed {
 		t.Errorf("AllowN(80) over a share of 50: %+v, %v; want a refusal", d, err)
 	}
-	if _, err := r.AllowN(context.Background(), "k", 101); !errors.Is(err, core.ErrInvalidInput) {
-		t.Errorf("AllowN(101) over the global limit: %v, want ErrInvalidInput", err)
+	if _, err := r.AllowN(context.Background(), "k", 101); !errors.Is(err, core.ErrInvalidInput) || !strings.Contains(err.Error(), "quota 100 ") {
+		t.Errorf("AllowN(101) over the global limit: %v, want ErrInvalidInput naming the global quota, 100", err)
 	}
 }
 
