@@ -50,6 +50,12 @@ var admissionPool = sync.Pool{New: func() any { return new(Admission) }}
 // Policy NewPolicy did not make (nil, or a zero Policy): that refuses every
 // request with a 500 problem, rather than serve with no limit.
 func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v Values) (*Admission, bool) {
+	return p.admit(w, r, route, v, false)
+}
+
+// admit is Admit; mux says that route is the ServeMux pattern that serves r
+// (Middleware), whose methods Route counts as one.
+func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v Values, mux bool) (*Admission, bool) {
 	if p == nil || p.layers == nil {
 		writeProblem(w, http.StatusInternalServerError, notMadeBody)
 		return nil, false
@@ -58,6 +64,7 @@ func (p *Policy) Admit(w http.ResponseWriter, r *http.Request, route string, v V
 		return nil, true
 	}
 	q := p.newRequest(r, route, v)
+	q.mux = mux
 	defer freeRequest(q)
 	if p.skip != nil && p.skip(q) {
 		return nil, true

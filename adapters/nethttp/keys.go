@@ -19,8 +19,8 @@ func Identity(key any) KeyFunc {
 
 // Route keys requests by the route they matched: one quota for everyone on
 // that route (a global limit on an expensive endpoint), whatever the
-// method that reached it. For net/http the route is the ServeMux pattern,
-// which names its method when it has one: a pattern without a method
+// method that reached it. For net/http's Middleware the route is the
+// ServeMux pattern, which names its method when it has one: a pattern without a method
 // serves every method, and counts them all in its one quota (a made-up
 // method is no fresh quota), and "GET /x" counts the HEAD requests it
 // serves too. gin and echo register a route per method, so there the key
@@ -31,7 +31,7 @@ func Route(q *Request) string {
 	if q.Route == "" {
 		return ""
 	}
-	if q.Route == q.Pattern {
+	if q.mux {
 		return q.Route // a ServeMux pattern: its method, or every method
 	}
 	return q.Method + " " + q.Route

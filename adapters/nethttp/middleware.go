@@ -14,7 +14,7 @@ import "net/http"
 func Middleware(p *Policy) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a, ok := p.Admit(w, r, r.Pattern, nil)
+			a, ok := p.admit(w, r, r.Pattern, nil, true)
 			if !ok {
 				return
 			}

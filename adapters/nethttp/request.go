@@ -26,6 +26,7 @@ type Request struct {
 	Route string
 
 	values   Values
+	mux      bool // Route is the ServeMux pattern that serves it (Middleware)
 	p        *Policy
 	client   netip.Prefix
 	resolved bool

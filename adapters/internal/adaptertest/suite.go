@@ -192,6 +192,7 @@ func testRouteKey(t *testing.T, h Harness) {
 	})
 	s := Server(t, h.Mount(t, []Route{
 		{Method: "GET", Path: "/items/:id", Policy: p, Handler: counted(&calls)},
+		{Method: "POST", Path: "/items/:id", Policy: p, Handler: counted(&calls)},
 		{Method: "GET", Path: "/other", Policy: p, Handler: counted(&calls)},
 	}), nil)
 	// One quota for the route, whatever the client and the id.
@@ -204,6 +205,11 @@ func testRouteKey(t *testing.T, h Harness) {
 	CheckDenied(t, Do(t, s.Client(), "GET", s.URL+"/items/3", "X-Forwarded-For", "203.0.113.3"), "per-route")
 	if r := Do(t, s.Client(), "GET", s.URL+"/other", "X-Forwarded-For", "203.0.113.3"); r.Status != http.StatusOK {
 		t.Errorf("another route: %d, want 200", r.Status)
+	}
+	// A route registered for another method on the same path is another
+	// route, with a quota of its own, on every door.
+	if r := Do(t, s.Client(), "POST", s.URL+"/items/4", "X-Forwarded-For", "203.0.113.4"); r.Status != http.StatusOK {
+		t.Errorf("POST on the path whose GET route is spent: %d, want 200", r.Status)
 	}
 }
 
