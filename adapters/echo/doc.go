@@ -14,6 +14,13 @@
 //	api := e.Group("/api", authenticate, sluiceecho.Middleware(policy))
 //	api.POST("/upload", upload, sluiceecho.Middleware(uploadPolicy))
 //
+// A policy on a group and another on a route stack: both are checked, and
+// the response lists the RateLimit items of both. Stacked policies are
+// independent: a refusal by the route's does not refund the group's
+// layers, and its Retry-After does not wait for them. Layers that must
+// (a per-IP layer before a per-user one, so that one user's refusals do
+// not spend the address's quota) belong in one policy's Layers.
+//
 // Use it with e.Use or on groups and routes, not with e.Pre: before
 // routing, the route is unknown. A refused request is answered by the
 // policy and the middleware returns nil, so echo's error handler does not

@@ -13,7 +13,11 @@
 //	api.POST("/upload", sluicegin.Middleware(uploadPolicy), upload)
 //
 // A policy on a group and another on a route stack: both are checked, and
-// the response lists the RateLimit items of both.
+// the response lists the RateLimit items of both. Stacked policies are
+// independent: a refusal by the route's does not refund the group's
+// layers, and its Retry-After does not wait for them. Layers that must
+// (a per-IP layer before a per-user one, so that one user's refusals do
+// not spend the address's quota) belong in one policy's Layers.
 //
 // The package is named gin, like the framework; import it under another
 // name (sluicegin).
