@@ -6,20 +6,22 @@
 //	resp, err := hc.Get("https://api.example.com/v1/items") // waits when the quota is spent
 //
 // The Transport reads what the server says on every response: the IETF
-// RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers:
-// `RateLimit: "per-key";r=7;t=12`, `RateLimit-Policy: "per-key";q=100;w=60`),
-// and Retry-After on a 429 or 503. Before it sends a request, it waits until
-// every policy the server reported for that request's scope (by default,
-// its host) has a unit left: the r the server reported, less what has been
-// sent since; after t, the quota is whole again (q, or Sluice's sluice-burst
-// for a bucket). A limit on requests in flight (qu="concurrent-requests")
-// gets a unit back with each response instead, and none at its t: once its
-// units are out, one request goes at a time as responses come back. A
-// Retry-After holds every request to that scope until it passes. When nothing is known that allows more (a new scope, a policy
-// past its reset with no RateLimit-Policy, a spent quota with no reset),
-// it lets one request out at a time until a response says more, so a crowd
-// of waiting requests never stampedes a reset. A server that sends no
-// RateLimit fields is not held back after its first response.
+// RateLimit and RateLimit-Policy fields
+// (draft-ietf-httpapi-ratelimit-headers: `RateLimit: "per-key";r=7;t=12`,
+// `RateLimit-Policy: "per-key";q=100;w=60`), and Retry-After on a 429 or
+// 503. Before it sends a request, it waits until every policy the server
+// reported for that request's scope (by default, its host) has a unit left:
+// the r the server reported, less what has been sent since; after t, the
+// quota is whole again (q, or Sluice's sluice-burst for a bucket). A limit
+// on requests in flight (qu="concurrent-requests") gets a unit back with
+// each response instead, and none at its t: once its units are out, one
+// request goes at a time as responses come back. A Retry-After holds every
+// request to that scope until it passes. When nothing is known that allows
+// more (a new scope, a policy past its reset with no RateLimit-Policy, a
+// spent quota with no reset), it lets one request out at a time until a
+// response says more, so a crowd of waiting requests never stampedes a
+// reset. A server that sends no RateLimit fields is not held back after its
+// first response.
 //
 // A request that would have to wait longer than MaxWait, or at all when
 // FailFast is set, is not sent: RoundTrip returns a *LimitedError (matching

@@ -164,10 +164,11 @@
 // nothing about speed, and no timing: checks on the real clock use windows
 // so long that the test's own pace cannot matter; the ManualClock checks use
 // windows of an hour or more, so that a store expiring keys by its own clock
-// rarely meets them, and allow for it where it does; Expiry and Retention are
-// the only checks that wait (a few seconds, and about one and a half). A CAS store may give up on a hot key (core.ErrContention)
-// in the concurrent checks as long as enough calls are decided to fill the
-// quota; every other error fails the check.
+// rarely meets them, and allow for it where it does; Expiry and Retention
+// are the only checks that wait (a few seconds, and about one and a half). A
+// CAS store may give up on a hot key (core.ErrContention) in the concurrent
+// checks as long as enough calls are decided to fill the quota; every other
+// error fails the check.
 //
 // The bounds on out-of-order and skewed clocks assume what every algorithm
 // of package algorithm does: a call whose clock reads earlier than one

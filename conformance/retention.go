@@ -19,15 +19,15 @@ const (
 // checkRetention (once per path): a state lives as long as it counts. One
 // key per algorithm is drained, on the real clock, to its first denial;
 // until that denial's RetryAfter has run (less retentionSlack), every
-// request is denied, here asked three times from another instance, the
-// last just before the RetryAfter ends. The policy admits one unit a
-// window and queues nothing, so that the denial lasts as long as the
-// state's TTL (the sliding counter's state spans two windows). A store that drops a state before
-// its TTL (a TTL shortened or mis-converted, an expiry on another clock or
-// in the wrong unit) meets the key fresh and admits: an over-admission that
-// the ManualClock checks, whose states are hours long and whose runs take
-// milliseconds, never see. The algorithms run side by side, about a second
-// and a half in all.
+// request is denied, here asked three times from another instance, the last
+// just before the RetryAfter ends. The policy admits one unit a window and
+// queues nothing, so that the denial lasts as long as the state's TTL (the
+// sliding counter's state spans two windows). A store that drops a state
+// before its TTL (a TTL shortened or mis-converted, an expiry on another
+// clock or in the wrong unit) meets the key fresh and admits: an
+// over-admission that the ManualClock checks, whose states are hours long
+// and whose runs take milliseconds, never see. The algorithms run side by
+// side, about a second and a half in all.
 func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 	p := core.Policy{Name: "retention", Limit: 1, Window: retentionWindow, MaxDelay: time.Microsecond, LeaseTTL: retentionWindow}
 	drainer, asker := h.NewStore(t), h.NewStore(t)

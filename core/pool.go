@@ -87,14 +87,14 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 }
 
 // AllowN admits n units for tenant from its base, or else from the pool
-// within its share; a cost above the base's quota but within the share's
-// and the pool's can only come from the pool. A refusal's RetryAfter is
-// the base's (the wait after which the tenant's own rate admits it again,
+// within its share; a cost above the base's quota but within the share's and
+// the pool's can only come from the pool. A refusal's RetryAfter is the
+// base's (the wait after which the tenant's own rate admits it again,
 // whatever the pool does); for a cost the base can never admit, it is the
-// wait of the share or the pool that refused the draw (the earliest the
-// pool could admit it: another tenant may draw first). Errors are the Limiters': bad input (a cost
-// above every quota the request could be drawn from), or a store that
-// could not decide.
+// wait of the share or the pool that refused the draw (the earliest the pool
+// could admit it: another tenant may draw first). Errors are the Limiters':
+// bad input (a cost above every quota the request could be drawn from), or a
+// store that could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
 	if p.cfg.Share == nil {
 		return PoolDecision{}, errors.New("sluice: the Pool was not made by NewPool")

@@ -100,11 +100,11 @@ type Config struct {
 	// LeasePeriods is K: a region whose report has not changed for
 	// K·SyncPeriod is dark, and its share above its floor is given to the
 	// others. K·SyncPeriod must exceed Hold + SyncPeriod (or the limiter's
-	// Timeout, when longer): a region cut off from the coordinator keeps
-	// its allowance for K·SyncPeriod − Hold − SyncPeriod (or the Timeout)
-	// after the start of its last successful sync, then holds its floor. Default: the
-	// least K that keeps the allowance for 3 periods. A sync is up to four
-	// round trips to the coordinator: keep that time well above them.
+	// Timeout, when longer): a region cut off from the coordinator keeps its
+	// allowance for K·SyncPeriod − Hold − SyncPeriod (or the Timeout) after
+	// the start of its last successful sync, then holds its floor. Default:
+	// the least K that keeps the allowance for 3 periods. A sync is up to
+	// four round trips to the coordinator: keep that time well above them.
 	LeasePeriods int
 	// Clock times the sync periods, leases and holds. Nil means
 	// core.SystemClock. (Limiter.Clock, if any, decides admissions.)

@@ -92,10 +92,10 @@ func (r *Region) Status() View {
 // Run syncs every SyncPeriod until ctx ends, and returns ctx.Err(). Each
 // Sync is bounded by the time the region keeps its allowance without one
 // (LeasePeriods·SyncPeriod − Hold − the longer of SyncPeriod and the
-// limiter's Timeout): a slower one could not help. It returns at once, nil, unless the mode
-// is Synced. A failed Sync is retried at the next period; the region keeps
-// its allowance meanwhile, as Sync says; Config.OnSyncError hears why it
-// failed.
+// limiter's Timeout): a slower one could not help. It returns at once, nil,
+// unless the mode is Synced. A failed Sync is retried at the next period;
+// the region keeps its allowance meanwhile, as Sync says; Config.OnSyncError
+// hears why it failed.
 func (r *Region) Run(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil
@@ -125,11 +125,11 @@ func (r *Region) Run(ctx context.Context) error {
 //
 // A raise is enforced only once it is written and a read after the write
 // still leaves room for it; a cut is enforced at once but stays claimed for
-// Hold, so the claims in the store always cover what every region may
-// admit (see the package doc). When Sync fails, the region keeps its
-// allowance until LeasePeriods·SyncPeriod − Hold − the longer of
-// SyncPeriod and the limiter's Timeout after the start of its last
-// successful Sync, and then holds its floor; the error is the store's.
+// Hold, so the claims in the store always cover what every region may admit
+// (see the package doc). When Sync fails, the region keeps its allowance
+// until LeasePeriods·SyncPeriod − Hold − the longer of SyncPeriod and the
+// limiter's Timeout after the start of its last successful Sync, and then
+// holds its floor; the error is the store's.
 func (r *Region) Sync(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil

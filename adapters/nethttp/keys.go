@@ -18,15 +18,15 @@ func Identity(key any) KeyFunc {
 }
 
 // Route keys requests by the route they matched: one quota for everyone on
-// that route (a global limit on an expensive endpoint), whatever the
-// method that reached it. For net/http's Middleware the route is the
-// ServeMux pattern, which names its method when it has one: a pattern without a method
-// serves every method, and counts them all in its one quota (a made-up
-// method is no fresh quota), and "GET /x" counts the HEAD requests it
-// serves too. gin and echo register a route per method, so there the key
-// is the method and the path (a route registered with Any counts each of
-// its methods apart). A request that matched no route is keyed by its
-// client address.
+// that route (a global limit on an expensive endpoint), whatever the method
+// that reached it. For net/http's Middleware the route is the ServeMux
+// pattern, which names its method when it has one: a pattern without a
+// method serves every method, and counts them all in its one quota (a
+// made-up method is no fresh quota), and "GET /x" counts the HEAD requests
+// it serves too. gin and echo register a route per method, so there the key
+// is the method and the path (a route registered with Any counts each of its
+// methods apart). A request that matched no route is keyed by its client
+// address.
 func Route(q *Request) string {
 	if q.Route == "" {
 		return ""

@@ -156,18 +156,18 @@
 //
 // The item's value is the algorithm's state exactly as its Go step wrote it:
 // compact, versioned binary (a version byte, then fixed-width integers), 9
-// to 17 bytes for the bucket and
-// window algorithms, up to 80 KB for the sliding log and 160 KB for the
-// concurrency algorithm at their largest Limit, below memcached's default
-// 1 MB item limit (each gets and cas then carries that much). A
-// core.Multi keeps every limit's state of an identity in one item, the sum
-// of theirs, which can pass that limit (fourteen sliding logs of 10,000
-// do); memcached answers such a write SERVER_ERROR and stores nothing, and
-// the call fails with an error that is not an unknown outcome. The Store neither reads nor converts it: a state of
-// another algorithm or layout, or one written by something else, is read
-// by the step as absent, so changing a policy's algorithm or upgrading a
-// layout resets the keys concerned (they start fresh) rather than
-// misreading them. Item flags are always 0.
+// to 17 bytes for the bucket and window algorithms, up to 80 KB for the
+// sliding log and 160 KB for the concurrency algorithm at their largest
+// Limit, below memcached's default 1 MB item limit (each gets and cas then
+// carries that much). A core.Multi keeps every limit's state of an identity
+// in one item, the sum of theirs, which can pass that limit (fourteen
+// sliding logs of 10,000 do); memcached answers such a write SERVER_ERROR
+// and stores nothing, and the call fails with an error that is not an
+// unknown outcome. The Store neither reads nor converts it: a state of
+// another algorithm or layout, or one written by something else, is read by
+// the step as absent, so changing a policy's algorithm or upgrading a layout
+// resets the keys concerned (they start fresh) rather than misreading them.
+// Item flags are always 0.
 //
 // # Eviction
 //

@@ -76,45 +76,45 @@
 //
 // # Deadlines and unknown outcomes
 //
-// Each error falls in one of three classes, by what is known of its
-// command. Not sent: a failed or refused dial (valkey-go dials when a
-// command needs a connection, so during an outage each call fails at once
-// with the *net.OpError), a closed store, a context already ended. Rejected
-// before writing: an error reply the server sends before running anything
-// (OOM, READONLY, BUSY, MOVED past the redirect limit, ...), and OOM,
-// READONLY, MISCONF or NOREPLICAS raised inside a script, which Redis and
-// Valkey check for a script's write only while it has written nothing.
-// Unknown: everything else. A call ends at its context's deadline, its
-// own and never another's: on a pipelined connection the store hides the
-// deadline from valkey-go and lets the context's end abort the call, since
-// valkey-go, sending a command synchronously on an idle connection with
-// the socket's deadline set to the command's, closes the connection when
-// that deadline passes and fails every command queued behind it then (a
-// dedicated connection, one command at a time, keeps the deadline on its
-// socket). No call dials: valkey-go dials its broken shared connection
-// again inside the next command that needs it, waiting for the new
-// connection's handshake for its dialer's timeout (5 s by default)
-// whatever that command's deadline, so the store's own connections are
-// dialled and replaced in the background, and a command on valkey-go's
-// shared connection (a sentinel or cluster client's, or a standalone
-// client's while the store's are being replaced) runs on a goroutine of
-// its own, which the caller leaves at its deadline. The server may already have run the script: valkey-go returns "context
+// Each error falls in one of three classes, by what is known of its command.
+// Not sent: a failed or refused dial (valkey-go dials when a command needs a
+// connection, so during an outage each call fails at once with the
+// *net.OpError), a closed store, a context already ended. Rejected before
+// writing: an error reply the server sends before running anything (OOM,
+// READONLY, BUSY, MOVED past the redirect limit, ...), and OOM, READONLY,
+// MISCONF or NOREPLICAS raised inside a script, which Redis and Valkey check
+// for a script's write only while it has written nothing. Unknown:
+// everything else. A call ends at its context's deadline, its own and never
+// another's: on a pipelined connection the store hides the deadline from
+// valkey-go and lets the context's end abort the call, since valkey-go,
+// sending a command synchronously on an idle connection with the socket's
+// deadline set to the command's, closes the connection when that deadline
+// passes and fails every command queued behind it then (a dedicated
+// connection, one command at a time, keeps the deadline on its socket). No
+// call dials: valkey-go dials its broken shared connection again inside the
+// next command that needs it, waiting for the new connection's handshake for
+// its dialer's timeout (5 s by default) whatever that command's deadline, so
+// the store's own connections are dialled and replaced in the background,
+// and a command on valkey-go's shared connection (a sentinel or cluster
+// client's, or a standalone client's while the store's are being replaced)
+// runs on a goroutine of its own, which the caller leaves at its deadline.
+// The server may already have run the script: valkey-go returns "context
 // deadline exceeded" for a reply that did not arrive in time (it turns a
 // socket deadline into a bare context error, so such an error proves
 // nothing), and a command still queued on the connection when its context
-// ends may yet be sent. Such an error, and any other client-side error
-// after the command may have gone out (a cancelled context, a broken or
-// closing connection), matches core.ErrOutcomeUnknown as well as
+// ends may yet be sent. Such an error, and any other client-side error after
+// the command may have gone out (a cancelled context, a broken or closing
+// connection), matches core.ErrOutcomeUnknown as well as
 // core.ErrUnavailable: the Limiter hands it to its failure policy, never
-// sends the script again for the same decision, and releases the lease of
-// an Acquire among them (see core.Limiter.Acquire). The same holds for any
+// sends the script again for the same decision, and releases the lease of an
+// Acquire among them (see core.Limiter.Acquire). The same holds for any
 // other Lua runtime error (it may come after the script wrote) and a reply
 // that is not six integers. The first call after a server went away may
-// still go out on a dead connection and is unknown. The store then drops
-// the other idle connections of its own, which died with the server, so
-// that after it at most one call for each of valkey-go's pipeline
-// connections (ClientOption.PipelineMultiplex: four by default, one at -1)
-// meets a dead one; the calls after those meet the refused dial.
+// still go out on a dead connection and is unknown. The store then drops the
+// other idle connections of its own, which died with the server, so that
+// after it at most one call for each of valkey-go's pipeline connections
+// (ClientOption.PipelineMultiplex: four by default, one at -1) meets a dead
+// one; the calls after those meet the refused dial.
 //
 // valkey-go itself never resends a script, as read in its v1.0.79 source:
 //
