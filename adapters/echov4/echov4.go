@@ -14,7 +14,7 @@ import (
 func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			a, ok := p.Admit(c.Response(), c.Request(), c.Path(), values{c})
+			a, ok := p.Admit(c.Response(), c.Request(), route(c), values{c})
 			if !ok {
 				return nil
 			}
@@ -22,6 +22,18 @@ func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// route is the route c matched, or "" when the router found none for its
+// method (a 405, the automatic OPTIONS reply), for which echo still sets a
+// path: keyed by route, each made-up method would make a key of its own for
+// a request that serves nothing. The router marks that case with the Allow
+// header's methods in the context.
+func route(c echo.Context) string {
+	if c.Get(echo.ContextKeyHeaderAllow) != nil {
+		return ""
+	}
+	return c.Path()
 }
 
 // New is nethttp.NewPolicy followed by Middleware.

@@ -1,0 +1,43 @@
+package echov4_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	sluiceecho "github.com/sluicehq/sluice/adapters/echov4"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
+	"github.com/sluicehq/sluice/adapters/nethttp"
+)
+
+// A request that matched no route for its method (405, echo's automatic
+// OPTIONS, 404) reaches a middleware on e.Use with no route: keyed by
+// route, it would otherwise make a key per made-up method for a request
+// that serves nothing.
+func TestNoRouteForTheMethodIsNoRoute(t *testing.T) {
+	var seen []string
+	p := nethttp.MustPolicy(nethttp.Config{
+		Layers: []nethttp.Layer{{Limiter: adaptertest.Window(t, "route", 100, time.Minute), Key: nethttp.Route}},
+		Skip:   func(q *nethttp.Request) bool { seen = append(seen, q.Route); return false },
+	})
+	e := echo.New()
+	e.Use(sluiceecho.Middleware(p))
+	e.GET("/items", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	for _, c := range []struct {
+		method, path, route string
+	}{
+		{"GET", "/items", "/items"},
+		{"FOO", "/items", ""},
+		{"POST", "/items", ""},
+		{"OPTIONS", "/items", ""},
+		{"GET", "/nothing", ""},
+	} {
+		seen = seen[:0]
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(c.method, c.path, nil))
+		if len(seen) != 1 || seen[0] != c.route {
+			t.Errorf("%s %s: the policy saw routes %q, want [%q]", c.method, c.path, seen, c.route)
+		}
+	}
+}
