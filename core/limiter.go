@@ -402,6 +402,12 @@ func (l *Limiter) check(identity string, n int64) error {
 	return l.inputError(identity, n)
 }
 
+// costBelowOne is the error of a cost n < 1, wherever a cost is given (a
+// Limiter's, a Multi's, a refund's).
+func costBelowOne(n int64) error {
+	return &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+}
+
 func (l *Limiter) inputError(identity string, n int64) error {
 	if !l.made() {
 		return errLimiterNotMade
@@ -410,7 +416,7 @@ func (l *Limiter) inputError(identity string, n int64) error {
 		return &InputError{Arg: "key", Reason: "is empty"}
 	}
 	if n < 1 {
-		return &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+		return costBelowOne(n)
 	}
 	if n > l.quota {
 		return &InputError{Arg: "n", Reason: fmt.Sprintf("%d exceeds the quota %d of policy %q: it could never be admitted", n, l.quota, l.p.Name)}

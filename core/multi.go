@@ -360,7 +360,7 @@ func (m *Multi) checkInput(identity string, limits *Limits, n int64) error {
 	case len(limits.ls) == 0:
 		return &InputError{Arg: "limits", Reason: "holds no limit (build it with NewLimits)"}
 	case n < 1:
-		return &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+		return costBelowOne(n)
 	case n > limits.quota:
 		for i := range limits.ls {
 			if l := &limits.ls[i]; n > l.quota {

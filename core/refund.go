@@ -122,7 +122,7 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 		return 0, ErrNotRefunded
 	}
 	if n < 1 {
-		return 0, &InputError{Arg: "n", Reason: fmt.Sprintf("must be at least 1, got %d", n)}
+		return 0, costBelowOne(n)
 	}
 	if r.resetSince() {
 		return 0, ErrNotRefunded
