@@ -314,16 +314,26 @@ func (e *env) fresh(p core.Policy, now time.Time, n int64) core.Decision {
 // the test on an error.
 func (e *env) take(t testing.TB, l *core.Limiter, id string, n int64) (core.Decision, *core.Lease) {
 	t.Helper()
-	if e.leaser != nil {
-		ls, d, err := l.Acquire(t.Context(), id)
-		if err != nil {
-			t.Fatalf("%s: Acquire: %v", e.alg.Name(), err)
-		}
-		return d, ls
-	}
-	d, err := l.AllowN(t.Context(), id, n)
+	d, ls, err := e.try(t.Context(), l, id, n)
 	if err != nil {
-		t.Fatalf("%s: AllowN(%d): %v", e.alg.Name(), n, err)
+		t.Fatalf("%s: %v", e.alg.Name(), err)
 	}
-	return d, nil
+	return d, ls
+}
+
+// try is take for any goroutine: it returns the error, saying which call
+// made it, instead of failing the test.
+func (e *env) try(ctx context.Context, l *core.Limiter, id string, n int64) (core.Decision, *core.Lease, error) {
+	if e.leaser != nil {
+		ls, d, err := l.Acquire(ctx, id)
+		if err != nil {
+			return d, nil, fmt.Errorf("%s: %w", "Acquire", err)
+		}
+		return d, ls, nil
+	}
+	d, err := l.AllowN(ctx, id, n)
+	if err != nil {
+		return d, nil, fmt.Errorf("%s(%d): %w", "AllowN", n, err)
+	}
+	return d, nil, nil
 }
