@@ -71,18 +71,21 @@ func newShared(c valkeygo.Client) *shared {
 }
 
 // pipe returns one of the pipelined connections, at random, or nil when
-// none is up.
+// none is up. Finding one missing, it starts the maker (which may have
+// given up after a failed dial).
 func (sh *shared) pipe() (*atomic.Pointer[lane], *lane) {
 	n := len(sh.pipes)
 	if n == 0 {
 		return nil, nil
 	}
 	i := rand.IntN(n)
+	if sh.pipes[i].Load() == nil {
+		sh.remake()
+	}
 	for range n {
 		if l := sh.pipes[i].Load(); l != nil {
 			return &sh.pipes[i], l
 		}
-		sh.remake() // one is missing: its maker may have given up
 		if i++; i == n {
 			i = 0
 		}
@@ -99,7 +102,6 @@ func (sh *shared) Do(ctx context.Context, cmd valkeygo.Completed) valkeygo.Valke
 		sh.check(ctx, at, l, resp.NonValkeyError())
 		return resp
 	}
-	sh.remake()
 	return apart(ctx, func(ctx context.Context) valkeygo.ValkeyResult { return sh.c.Do(ctx, cmd) })
 }
 
@@ -117,7 +119,6 @@ func (sh *shared) DoMulti(ctx context.Context, cmds ...valkeygo.Completed) []val
 		}
 		return resps
 	}
-	sh.remake()
 	return sh.c.DoMulti(onPipeline(ctx), cmds...)
 }
 
