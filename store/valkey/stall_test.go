@@ -29,34 +29,7 @@ func TestEachCallEndsAtItsOwnDeadline(t *testing.T) {
 	)
 	for _, standalone := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dedicated connections %v", standalone), func(t *testing.T) {
-			proxy := newStallProxy(t, addr)
-			opt := valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true}
-			var c valkeygo.Client
-			var err error
-			if standalone {
-				c, err = valkeygo.NewClient(opt)
-			} else {
-				// A client the store leaves its commands to (as it does a
-				// cluster's): every one takes valkey-go's shared connection.
-				c, err = valkeygo.NewClient(opt)
-				if err == nil {
-					c = opaque{c}
-				}
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			l, err := core.New(core.Config{Policy: core.PerSecond("stall", 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
-				Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 8 {
-				if _, err := l.Allow(context.Background(), "warm"); err != nil {
-					t.Fatal(err)
-				}
-			}
+			proxy, l := proxiedLimiter(t, addr, "stall", standalone, timeout)
 			proxy.Stall()
 			time.AfterFunc(stall, proxy.Resume)
 			var wg sync.WaitGroup
@@ -80,6 +53,34 @@ func TestEachCallEndsAtItsOwnDeadline(t *testing.T) {
 	}
 }
 
+// proxiedLimiter is a Limiter of timeout on a store over a client of addr
+// behind a stall proxy, warmed up: a standalone client, or (standalone
+// false) one the store leaves its commands to, as it does a cluster's,
+// whose every command takes valkey-go's shared connection.
+func proxiedLimiter(t *testing.T, addr, name string, standalone bool, timeout time.Duration) (*stallProxy, *core.Limiter) {
+	t.Helper()
+	proxy := newStallProxy(t, addr)
+	c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if !standalone {
+		c = opaque{c}
+	}
+	l, err := core.New(core.Config{Policy: core.PerSecond(name, 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
+		Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		if _, err := l.Allow(context.Background(), "warm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return proxy, l
+}
+
 // opaque hides a client's type, so that the store sends every command
 // through valkey-go's own routing.
 type opaque struct{ valkeygo.Client }
@@ -101,25 +102,7 @@ func TestCallsEndAtTheirDeadlineWhileReconnecting(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	for _, standalone := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dedicated connections %v", standalone), func(t *testing.T) {
-			proxy := newStallProxy(t, addr)
-			c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			if !standalone {
-				c = opaque{c}
-			}
-			l, err := core.New(core.Config{Policy: core.PerSecond("reconnect", 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
-				Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 8 {
-				if _, err := l.Allow(context.Background(), "warm"); err != nil {
-					t.Fatal(err)
-				}
-			}
+			proxy, l := proxiedLimiter(t, addr, "reconnect", standalone, timeout)
 			proxy.Drop()
 			proxy.Hang()
 			var wg sync.WaitGroup
