@@ -227,13 +227,6 @@ func (d *direct) close() {
 	}
 	d.closed = true
 	close(d.stop)
-	var idle []*lane
-	for len(d.free) > 0 {
-		idle = append(idle, <-d.free)
-	}
-	d.made -= len(idle)
 	d.mu.Unlock()
-	for _, l := range idle {
-		l.release()
-	}
+	d.dropIdle() // put gives back the lanes in use: the store is closed
 }
