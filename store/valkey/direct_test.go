@@ -37,22 +37,34 @@ func proxiedStore(t *testing.T) (*stallProxy, *valkey.Store, valkeygo.Client, st
 }
 
 // A few callers at once each get a connection of their own instead of
-// queueing on the client's one pipelined connection (which costs two
-// goroutine handoffs a command), and many callers share the pipeline, the
-// most of them in batches: the store opens at most 2 × GOMAXPROCS
-// connections beyond it, and every call of any kind succeeds, once each.
+// queueing on a pipelined connection (which costs two goroutine handoffs a
+// command), and many callers share the pipeline, the most of them in
+// batches: the store opens at most 2 × GOMAXPROCS connections beyond the
+// client's and its own pipelined ones, and every call of any kind
+// succeeds, once each.
 func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 	proxy, s, direct, key, args := proxiedStore(t)
 	run := func(callers, each int) {
 		t.Helper()
 		runCallers(t, s, key, args, callers, each)
 	}
-	run(1, 1)
+	// The pipelined connections are made in the background from New on:
+	// count them with the client's, once they are up.
+	for i := 0; ; i++ {
+		if up, of := valkey.PipesUp(s); up == of {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the store's pipelined connections were not up within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	shared := proxy.open()
+	run(1, 1)
 	run(4, 200)
 	lanes := max(2, 2*runtime.GOMAXPROCS(0))
 	if got := proxy.open() - shared; got < 2 || got > lanes {
-		t.Fatalf("4 callers opened %d connections beside the client's %d, want 2 to %d of the store's own", got, shared, lanes)
+		t.Fatalf("4 callers opened %d connections beside the client's and the pipelined ones, %d, want 2 to %d of the store's own", got, shared, lanes)
 	}
 	many := valkey.BatchFrom() + 32 // some of them in batches
 	run(many, 20)

@@ -29,3 +29,17 @@ func IdleLanes(s *Store) int {
 	}
 	return len(s.direct.free)
 }
+
+// PipesUp is how many of its pipelined connections s has up, and of how
+// many.
+func PipesUp(s *Store) (up, of int) {
+	if s.sh == nil {
+		return 0, 0
+	}
+	for i := range s.sh.pipes {
+		if s.sh.pipes[i].Load() != nil {
+			up++
+		}
+	}
+	return up, len(s.sh.pipes)
+}
