@@ -382,14 +382,33 @@ func (r *Region) Lease() time.Duration { return r.lease }
 func (r *Region) Mode() Mode { return r.mode }
 
 // Name returns the region's name.
-func (r *Region) Name() string { return r.names[r.self] }
+func (r *Region) Name() string {
+	if r.names == nil {
+		return ""
+	}
+	return r.names[r.self]
+}
 
 // Allowance is the share of the global limit the region enforces now.
-func (r *Region) Allowance() int64 { return r.lim.Load().allowance }
+func (r *Region) Allowance() int64 {
+	if e := r.lim.Load(); e != nil {
+		return e.allowance
+	}
+	return 0
+}
 
 // Limiter returns the limiter in force now. It changes with the allowance:
 // ask again rather than keep it.
-func (r *Region) Limiter() *core.Limiter { return r.lim.Load().l }
+func (r *Region) Limiter() *core.Limiter {
+	if e := r.lim.Load(); e != nil {
+		return e.l
+	}
+	return nil
+}
+
+// errNotMade is what a Region that New did not make (a zero Region)
+// returns: it has no limiter to decide with.
+var errNotMade = errors.New("sluice/region: the Region was not made by New")
 
 // Allow is shorthand for AllowN(ctx, identity, 1).
 func (r *Region) Allow(ctx context.Context, identity string) (core.Decision, error) {
@@ -406,6 +425,9 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		r.fallBack(dl)
 	}
 	e := r.lim.Load()
+	if e == nil {
+		return core.Decision{}, errNotMade
+	}
 	if n > r.quota && identity != "" {
 		// Bad input by the global policy, which the regional limiter's
 		// error would measure against the allowance.

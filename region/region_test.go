@@ -550,3 +550,19 @@ func TestRunReportsFailedSyncs(t *testing.T) {
 		t.Error("Run ran 200 ms against a coordinator that fails every call, and OnSyncError heard no error matching core.ErrUnavailable")
 	}
 }
+
+// A Region that New did not make has no limiter to decide with: it says so
+// with an error, as a zero core.Limiter does, and its getters answer zero
+// values instead of panicking.
+func TestZeroRegionReturnsAnError(t *testing.T) {
+	var r region.Region
+	if _, err := r.Allow(context.Background(), "a"); err == nil || !strings.Contains(err.Error(), "not made by New") {
+		t.Fatalf("Allow on a zero Region: err = %v, want one saying it was not made by New", err)
+	}
+	if _, err := r.AllowN(context.Background(), "a", 2); err == nil {
+		t.Fatal("AllowN on a zero Region: no error")
+	}
+	if r.Name() != "" || r.Allowance() != 0 || r.Limiter() != nil {
+		t.Fatalf("zero Region: Name %q, Allowance %d, Limiter %v; want zero values", r.Name(), r.Allowance(), r.Limiter())
+	}
+}
