@@ -14,8 +14,10 @@
 // the r the server reported, less what has been sent since; after t, the
 // quota is whole again (q, or Sluice's sluice-burst for a bucket). A limit
 // on requests in flight (qu="concurrent-requests") gets a unit back with
-// each response instead, and none at its t: once its units are out, one
-// request goes at a time as responses come back. A Retry-After holds every
+// each response instead, once its body has been read to its end or closed
+// (the server's handler may still be writing it), and none at its t: once
+// its units are out, one request goes at a time as responses come back, so
+// a body left open holds its unit. A Retry-After holds every
 // request to that scope until it passes. When nothing is known that allows
 // more (a new scope, a policy past its reset with no RateLimit-Policy, a
 // spent quota with no reset), it lets one request out at a time until a
@@ -47,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -406,6 +409,7 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	s.learned = true
 	now := t.clock()
 	quotas := parsePolicies(resp.Header.Values("RateLimit-Policy"))
+	var held []*policy // concurrency limits whose unit the body holds
 	for _, it := range parseRateLimit(resp.Header.Values("RateLimit")) {
 		p := s.policies[it.name]
 		if p == nil {
@@ -428,6 +432,7 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 				left++
 			}
 			p.remaining, p.known, p.reset = left, true, time.Time{}
+			held = append(held, p)
 			continue
 		}
 		p.refill(now)
@@ -443,6 +448,9 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		if reset := now.Add(time.Duration(it.t) * time.Second); reset.After(p.reset) {
 			p.reset = reset
 		}
+	}
+	if len(held) > 0 && streams(resp) {
+		t.hold(s, held, resp)
 	}
 	var ra time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
@@ -467,6 +475,70 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		}
 	}
 	return ra
+}
+
+// streams reports whether resp is an admitted response whose body may still
+// be coming: the server's handler, and the concurrency unit it holds, may
+// outlast the headers. A refusal holds no unit, and an upgraded connection
+// (101) is the caller's from then on.
+func streams(resp *http.Response) bool {
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable,
+		resp.StatusCode == http.StatusSwitchingProtocols:
+		return false
+	case resp.Body == nil, resp.Body == http.NoBody, resp.ContentLength == 0:
+		return false
+	}
+	return true
+}
+
+// hold keeps the unit of each concurrency limit in held, which learn gave
+// back with the headers, until resp's body has been read to its end or
+// closed: the server releases it when its handler returns, after the last
+// byte. The request counts as in flight in s until then too, so that
+// requests that go one at a time wait for it.
+func (t *Transport) hold(s *scope, held []*policy, resp *http.Response) {
+	for _, p := range held {
+		p.inflight++
+		p.remaining--
+	}
+	s.inflight++
+	resp.Body = &heldBody{ReadCloser: resp.Body, release: func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for _, p := range held {
+			p.inflight--
+			if p.quota == 0 || p.remaining < p.quota {
+				p.remaining++
+			}
+		}
+		s.inflight--
+		if s.notify != nil {
+			close(s.notify)
+			s.notify = nil
+		}
+	}}
+}
+
+// heldBody calls release once, when the body is read to its end or closed.
+type heldBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.release)
+	}
+	return n, err
+}
+
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
 }
 
 // maxSeconds caps a server's t and Retry-After: a week. A larger value is

@@ -63,6 +63,8 @@ type statusRecorder struct {
 	status int
 }
 
+func (r *statusRecorder) Flush() { http.NewResponseController(r.ResponseWriter).Flush() }
+
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
@@ -590,5 +592,61 @@ func TestAConcurrencyLimitCountsRequestsInFlight(t *testing.T) {
 	wg.Wait()
 	if n := slow.refused.Load(); n > 0 {
 		t.Errorf("the server refused %d requests of four callers under a concurrency limit of 2", n)
+	}
+}
+
+// A server holds a request's concurrency unit until its handler returns,
+// which for a streamed body is after the headers have reached the client:
+// the unit comes back when the body has been read to its end or closed.
+func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
+	finish := make(chan struct{})
+	s := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 1, Window: time.Minute, LeaseTTL: time.Minute},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.RawQuery != "stream" {
+				return
+			}
+			io.WriteString(w, "head ")
+			http.NewResponseController(w).Flush()
+			select {
+			case <-finish:
+			case <-time.After(5 * time.Second):
+			}
+			io.WriteString(w, "tail")
+		}))
+	c := &http.Client{Transport: &Transport{MaxWait: 5 * time.Second}}
+	if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
+		t.Fatalf("the first request: %d, %v", code, err)
+	}
+	streamed, err := c.Get(s.URL + "?stream")
+	if err != nil || streamed.StatusCode != http.StatusOK {
+		t.Fatalf("the streamed request: %v, %v", streamed, err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		code, err := get(t, c, s.URL)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		second <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n := s.arrived.Load(); n != 2 {
+		t.Errorf("%d requests reached the server while the first one's body was still streaming under a concurrency limit of 1; want 2 (the one before, and it)", n)
+	}
+	close(finish)
+	if body, err := io.ReadAll(streamed.Body); err != nil || string(body) != "head tail" {
+		t.Fatalf("the streamed body: %q, %v", body, err)
+	}
+	streamed.Body.Close()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("the request after the streamed one: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request after the streamed one did not go once its body was read")
+	}
+	if n := s.refused.Load(); n > 0 {
+		t.Errorf("the server refused %d requests under a concurrency limit of 1", n)
 	}
 }
