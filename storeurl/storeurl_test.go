@@ -172,6 +172,13 @@ func TestErrorsHideThePassword(t *testing.T) {
 		"memory://admin:1/s3cr3t@",
 		"redis://admin:s3cr3t#pw@127.0.0.1:http",
 		"redis://admin:s3cr3t%zz@127.0.0.1:6379",
+		// No "://": a scheme left out or mistyped.
+		"admin:s3cr3t@127.0.0.1:6379",
+		"//admin:s3cr3t@127.0.0.1:6379",
+		":s3cr3t@127.0.0.1:6379",
+		"redis:/admin:s3cr3t@127.0.0.1:6379",
+		"redis:admin:s3cr3t@127.0.0.1:6379",
+		"redis//admin:s3cr3t@127.0.0.1:6379",
 	} {
 		_, err := storeurl.Open(u)
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {

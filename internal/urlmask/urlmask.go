@@ -14,8 +14,16 @@ import (
 // information ends is read as its writer means it (see Userinfo), not only
 // as url.Parse reads it, so a password holding a '#', '/' or '?' that is
 // not %-escaped is masked whole. In doubt it masks more.
+//
+// A URL without "://" (a scheme left out or mistyped: "u:pw@host",
+// "redis:/u:pw@host") is not one, but what comes before its last '@' that
+// a host follows may still be a password: Mask masks it from its first ':'.
 func Mask(raw string) string {
-	if i, j, ok := Userinfo(raw, false); ok {
+	i, j, ok := Userinfo(raw, false)
+	if !ok && !strings.Contains(raw, "://") {
+		i, j, ok = userinfoFrom(raw, 0, false)
+	}
+	if ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
 			raw = raw[:i+c] + ":xxxxx" + raw[j:]
 		}
@@ -39,7 +47,11 @@ func Userinfo(raw string, values bool) (i, j int, ok bool) {
 	if s < 0 {
 		return 0, 0, false
 	}
-	i = s + len("://")
+	return userinfoFrom(raw, s+len("://"), values)
+}
+
+// userinfoFrom is Userinfo for user information that starts at raw[i].
+func userinfoFrom(raw string, i int, values bool) (_, j int, ok bool) {
 	for j = len(raw); ; {
 		j = strings.LastIndexByte(raw[i:j], '@')
 		if j < 0 {

@@ -22,7 +22,15 @@ func TestMask(t *testing.T) {
 		// Query passwords, whether or not the query parses.
 		{"redis://h?password=pw;x=%zz", "redis://h?password=xxxxx;x=%zz"},
 		{"redis://h?pass%zzword=pw&x=1", "redis://h?pass%zzword=xxxxx&x=1"},
-		{"no scheme:pw@host", "no scheme:pw@host"},
+		// No "://": a scheme left out or mistyped still hides a password.
+		{"no scheme:pw@host", "no scheme:xxxxx@host"},
+		{"default:SECRETPW@127.0.0.1:6379", "default:xxxxx@127.0.0.1:6379"},
+		{"//default:SECRETPW@127.0.0.1:6379/0", "//default:xxxxx@127.0.0.1:6379/0"},
+		{":SECRETPW@127.0.0.1:6379", ":xxxxx@127.0.0.1:6379"},
+		{"redis:/default:SECRETPW@127.0.0.1:6379", "redis:xxxxx@127.0.0.1:6379"},
+		{"redis:default:SECRETPW@127.0.0.1:6379", "redis:xxxxx@127.0.0.1:6379"},
+		{"redis//default:SECRETPW@127.0.0.1:6379", "redis//default:xxxxx@127.0.0.1:6379"},
+		{"memory", "memory"},
 	} {
 		if got := Mask(c.raw); got != c.want {
 			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
