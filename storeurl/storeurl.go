@@ -20,7 +20,8 @@
 //	memcache://h1:p1[,h2:p2…]                    memcached servers (store/memcache)
 //
 // A port may be left out: 6379 for the Redis schemes, 26379 for a
-// Sentinel, 11211 for memcached. User information in a Sentinel URL
+// Sentinel, 11211 for memcached. A host may be an IPv6 address in
+// brackets, alone or in a list ("[::1]:7000,[::1]:7001"). User information in a Sentinel URL
 // authenticates to the sentinels; the primary's own credentials are the
 // query parameters username and password. A user or password holding a
 // '#', '/' or '?' must %-escape it (%23, %2F, %3F): a URL parser ends the
@@ -166,7 +167,11 @@ func (b *Backend) Close() error {
 // parameter; no password appears in them.
 func Open(rawURL string) (*Backend, error) {
 	masked := urlmask.Mask(rawURL)
-	u, err := url.Parse(rawURL)
+	parsed, list := takeHostList(rawURL)
+	u, err := url.Parse(parsed)
+	if err == nil && list != "" {
+		u.Host = list
+	}
 	if err != nil {
 		if !strings.Contains(rawURL, "://") {
 			return nil, &URLError{URL: masked, Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
@@ -175,6 +180,13 @@ func Open(rawURL string) (*Backend, error) {
 	}
 	bad := func(format string, args ...any) error {
 		return &URLError{URL: masked, Reason: fmt.Sprintf(format, args...)}
+	}
+	if list != "" {
+		for _, hp := range strings.Split(list, ",") {
+			if err := hostName(hp); err != nil {
+				return nil, bad("%s", err)
+			}
+		}
 	}
 	if misreadUserinfo(rawURL) {
 		// url.Parse read part of the password as a host, a path, a query
@@ -379,6 +391,30 @@ func (p *params) done() error {
 	return nil
 }
 
+// takeHostList takes out of rawURL a list of hosts that holds an IPv6
+// literal ("[::1]:7000,[::1]:7001"), which url.Parse refuses as a host, and
+// returns rawURL with one placeholder host in its place, and the list, for
+// hosts to split and check. Any other rawURL is returned as it is.
+func takeHostList(rawURL string) (parsed, list string) {
+	s := strings.Index(rawURL, "://")
+	if s < 0 {
+		return rawURL, ""
+	}
+	i := s + len("://")
+	if _, j, ok := urlmask.Userinfo(rawURL, true); ok {
+		i = j + 1
+	}
+	end := len(rawURL)
+	if k := strings.IndexAny(rawURL[i:], "/?#"); k >= 0 {
+		end = i + k
+	}
+	list = rawURL[i:end]
+	if !strings.Contains(list, ",") || !strings.Contains(list, "[") {
+		return rawURL, ""
+	}
+	return rawURL[:i] + "host-list" + rawURL[end:], list
+}
+
 // hosts splits u.Host ("h1:p1,h2:p2") into host:port addresses, giving
 // each the default port when it has none.
 func hosts(u *url.URL, defaultPort string) ([]string, error) {
@@ -404,6 +440,28 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		out = append(out, net.JoinHostPort(host, port))
 	}
 	return out, nil
+}
+
+// hostName checks one host of a list that url.Parse did not read (see
+// takeHostList): an IP address in brackets, or a name of letters, digits,
+// '.', '-' and '_'.
+func hostName(hp string) error {
+	host, _, err := net.SplitHostPort(hp)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
+	}
+	if strings.HasPrefix(hp, "[") {
+		if ip, _, _ := strings.Cut(host, "%"); net.ParseIP(ip) == nil {
+			return fmt.Errorf("bad IPv6 address %q in %q", host, hp)
+		}
+		return nil
+	}
+	for _, c := range []byte(host) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("bad host %q in %q", host, hp)
+		}
+	}
+	return nil
 }
 
 func noPath(u *url.URL) error {

@@ -123,6 +123,12 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?dial_timeout=-5", "is not positive"},
 		// What url.Parse quotes from the host, not the password, is kept.
 		{"redis://u:pw@127.0.0.1:http", `invalid port ":http" after host`},
+		// A list that holds an IPv6 literal, which url.Parse does not read.
+		{"memcache://[::zz]:1,127.0.0.1:2", `bad IPv6 address "::zz"`},
+		{"memcache://a b:1,[::1]:2", `bad host "a b"`},
+		{"memcache://[::1]:1,,[::1]:2", "empty host"},
+		{"memcache://[::1]:99999,[::1]:2", `bad port "99999"`},
+		{"redis://[::1]:6379,[::1]:6380", "for a cluster use redis+cluster://"},
 	}
 	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
@@ -137,6 +143,25 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%q): %q, want it to contain %q", c.url, err, c.want)
 		}
+	}
+}
+
+// A list of hosts may hold IPv6 literals, as a single host may.
+func TestHostListsTakeIPv6(t *testing.T) {
+	for _, c := range []struct{ url, name string }{
+		{"memcache://127.0.0.1:1,[::1]:2", "memcached 127.0.0.1:1,[::1]:2"},
+		{"memcache://[::1]:1,127.0.0.1:2?timeout=1s", "memcached [::1]:1,127.0.0.1:2"},
+		{"memcache://[::1],[::1]:2", "memcached [::1]:11211,[::1]:2"},
+	} {
+		b, err := storeurl.Open(c.url)
+		if err != nil {
+			t.Errorf("Open(%q): %v", c.url, err)
+			continue
+		}
+		if b.Name != c.name {
+			t.Errorf("Open(%q): Name %q, want %q", c.url, b.Name, c.name)
+		}
+		b.Close()
 	}
 }
 
