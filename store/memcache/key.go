@@ -22,8 +22,10 @@ const hashedMark = '#'
 //
 // The identity is hashed by core already, so only the namespace (a prefix
 // the operator chose, and a policy name that Validate keeps short and clean)
-// can make a key illegal: a namespace longer than 225 bytes, or one with a
-// space, a control character or DEL. core.New refuses such prefixes, so
+// can make a key illegal: a namespace longer than 231 bytes, or one with a
+// space, a control character or DEL. A namespace that starts with "#", as
+// a hashed one does, is hashed too, so that no namespace's key is another's
+// hashed one. core.New refuses such prefixes, so
 // through a Limiter this never happens; Key still guards callers that build
 // a store.Key themselves. Hashing such a namespace instead of refusing
 // it keeps a misconfigured prefix from failing every call, which under
@@ -47,9 +49,10 @@ const keySuffixLen = 2 + store.HashLen + 1
 
 // legalNamespace reports whether ns followed by keySuffixLen bytes of hash
 // and punctuation is a legal memcached key: at most MaxKeyLen bytes, with no
-// space, control character or DEL (the rule gomemcache also checks).
+// space, control character or DEL (the rule gomemcache also checks), and
+// one that cannot be taken for a hashed namespace (no leading hashedMark).
 func legalNamespace(ns string) bool {
-	if len(ns)+keySuffixLen > MaxKeyLen {
+	if len(ns)+keySuffixLen > MaxKeyLen || ns != "" && ns[0] == hashedMark {
 		return false
 	}
 	for i := 0; i < len(ns); i++ {

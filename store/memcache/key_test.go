@@ -67,6 +67,19 @@ func TestKey(t *testing.T) {
 	if ka, kb, kc := memcache.Key(a), memcache.Key(b), memcache.Key(c); ka == kb || ka == kc {
 		t.Errorf("keys %q, %q, %q: two of them are equal", ka, kb, kc)
 	}
+	// A legal namespace that reads like a hashed one does not share its key.
+	hashed := memcache.Key(store.Key{Namespace: "a b:c", Identity: "id"})
+	ns, _, _ := strings.Cut(hashed, ":")
+	if look := memcache.Key(store.Key{Namespace: ns, Identity: "id"}); look == hashed {
+		t.Errorf("namespaces %q and %q share the key %q", "a b:c", ns, hashed)
+	}
+	// The longest namespace kept as it is: 231 bytes.
+	for n, asIs := range map[int]bool{231: true, 232: false} {
+		k := store.Key{Namespace: strings.Repeat("n", n), Identity: "id"}
+		if got := memcache.Key(k) == k.String(); got != asIs {
+			t.Errorf("a namespace of %d bytes kept as it is: %v, want %v", n, got, asIs)
+		}
+	}
 }
 
 func FuzzKey(f *testing.F) {

@@ -44,6 +44,8 @@ var (
 	// ErrNoClient is returned, wrapped in a *store.Error, by every call
 	// of a Store that New was given a nil client.
 	ErrNoClient = errors.New("sluice/memcache: store has no client (New was given nil)")
+
+	errNilMutation = errors.New("sluice/memcache: Update: nil mutation")
 )
 
 // New returns a Store over c, configured by opts (nil means all defaults).
@@ -97,6 +99,9 @@ func (s *Store) ready(ctx context.Context, op string) error {
 func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := s.ready(ctx, "update"); err != nil {
 		return err
+	}
+	if m == nil {
+		return &store.Error{Op: "update", Err: errNilMutation}
 	}
 	k := Key(key)
 	if s.queue != nil {

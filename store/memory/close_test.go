@@ -3,11 +3,13 @@ package memory
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"go.uber.org/goleak"
 )
 
@@ -71,5 +73,19 @@ func TestCallsAfterClose(t *testing.T) {
 	}
 	if err := l.Reset(ctx, "a"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Reset over a closed store: %v, want ErrClosed", err)
+	}
+}
+
+// A nil Mutation is an error, not a panic that would leave its shard
+// locked.
+func TestUpdateRefusesANilMutation(t *testing.T) {
+	s := New(nil)
+	defer s.Close()
+	key := store.Key{Namespace: "sluice:nil", Identity: "a"}
+	if err := s.Update(context.Background(), key, nil); err == nil || !strings.Contains(err.Error(), "nil mutation") {
+		t.Fatalf("Update with a nil Mutation: %v, want an error naming it", err)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("Update with a nil Mutation wrote %d keys", s.Len())
 	}
 }

@@ -86,12 +86,15 @@ func (s *Store) shard(k mapKey) *shard { return &s.shards[k.h0&s.mask] }
 //
 // A new key never finds the store full: when its shard holds its share of
 // Options.MaxKeys, the key that expires first among a few is evicted to
-// make room (see the package doc). The only error is ErrClosed, after
-// Close, with nothing written. ctx is not consulted: the call never waits
+// make room (see the package doc). The only errors are ErrClosed, after
+// Close, and one for a nil m, with nothing written. ctx is not consulted: the call never waits
 // for anything but the shard lock.
 func (s *Store) Update(_ context.Context, key store.Key, m store.Mutation) error {
 	if s.shards == nil {
 		return errNotMade
+	}
+	if m == nil {
+		return errNilMutation
 	}
 	k := s.keys.hash(key)
 	sh := s.shard(k)
@@ -185,6 +188,9 @@ func (s *Store) Bind(namespace string) inproc.Taker {
 
 // errNotMade is every call's error on a Store that New did not make (a
 // zero Store): it has no shards and no hash seeds.
+// errNilMutation is Update's error for a nil Mutation.
+var errNilMutation = &store.Error{Op: "update", Err: errors.New("sluice/memory: Update: nil mutation")}
+
 var errNotMade = &store.Error{Op: "update", Err: errors.New("sluice/memory: the Store was not made by New")}
 
 // notMade is the Taker of a Store that New did not make.
