@@ -237,7 +237,9 @@ func NewBreaker(s store.Store, opts *BreakerOptions) *Breaker {
 	}
 	b.given = o.Timeout
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
-	b.store = wrap(b, s)
+	if !store.IsNil(s) {
+		b.store = wrap(b, s)
+	}
 	return b
 }
 
@@ -305,11 +307,18 @@ func (b *Breaker) Stop() {
 	b.wakes.Wait()
 }
 
-// Store returns the store to give a Limiter: s behind the breaker.
+// Store returns the store to give a Limiter: s behind the breaker. It is
+// nil when s was (core.New and core.NewMulti refuse it, as they refuse s).
 func (b *Breaker) Store() store.Store { return b.store }
 
-// State returns the breaker's state now.
-func (b *Breaker) State() State { return state(b.cb.State()) }
+// State returns the breaker's state now: Closed for a Breaker that
+// NewBreaker did not make.
+func (b *Breaker) State() State {
+	if b.cb == nil {
+		return Closed
+	}
+	return state(b.cb.State())
+}
 
 func state(s gobreaker.State) State {
 	switch s {

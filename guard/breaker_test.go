@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,5 +448,26 @@ func TestBreakerClampsItsOptions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A breaker around a nil store hands out a nil store, which core.New
+// refuses by name, instead of a wrapper that panics on the first decision.
+func TestBreakerOverANilStore(t *testing.T) {
+	var typed *memory.Store
+	for name, s := range map[string]store.Store{"nil": nil, "typed nil": typed} {
+		br := guard.NewBreaker(s, nil)
+		defer br.Stop()
+		_, err := core.New(core.Config{
+			Policy:    core.Policy{Name: "api", Limit: 1, Window: time.Second},
+			Algorithm: algorithm.GCRA{}, Store: br.Store(), Failure: core.FailOpen,
+		})
+		if err == nil || !strings.Contains(err.Error(), "Store is nil") {
+			t.Errorf("%s store behind a breaker: core.New: %v, want an error naming the nil store", name, err)
+		}
+	}
+	var zero guard.Breaker
+	if got := zero.State(); got != guard.Closed {
+		t.Errorf("a zero Breaker's State: %v, want Closed", got)
 	}
 }
