@@ -47,11 +47,13 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // deadline after Acquire returned (by then a store has sent the Acquire, if
 // it ever will, so the release does not overtake it), the next after a
 // jittered backoff of half to all of 1, 2, 4, 8 × that deadline, stopping
-// at the first that succeeds. The goroutine ends by itself within 21 × that
-// deadline (2.1 s at the default 100 ms) after Acquire returned. So once the
-// store answers again within that window, the slot is free right after it
-// does (a release sent during a stall runs when the stall ends); only a
-// store unreachable for the whole window leaves the slot to LeaseTTL. The
+// at the first that succeeds; the last attempt's deadline is the end of the
+// window, 21 × that deadline (2.1 s at the default 100 ms) after Acquire
+// returned, and the goroutine ends by itself by then. So once the store
+// answers again within that window, the slot is free right after it does
+// (the last attempt is still waiting for it, even on a client that writes
+// nothing until a new connection's handshake is answered); only a store
+// unreachable for the whole window leaves the slot to LeaseTTL. The
 // Observer hears one "release" event for it, with the last attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
@@ -179,6 +181,7 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 	go func() {
 		defer orphansRunning.Add(-1)
 		start := time.Now()
+		end := start.Add(orphanWindow * wait)
 		var err error
 		for attempt := range orphanAttempts {
 			if attempt == 0 {
@@ -193,8 +196,16 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 				b := wait << (attempt - 1)
 				time.Sleep(b/2 + rand.N(b/2+1))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			_, err = l.do(ctx, key, store.OpRelease, 1, id)
+			dl := time.Now().Add(wait)
+			if attempt == orphanAttempts-1 && end.After(dl) {
+				// The last attempt waits out the window: a store that
+				// answers again within it takes this release, even one
+				// that writes nothing until a new connection's handshake
+				// is answered.
+				dl = end
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), dl)
+			_, err = l.call(ctx, key, store.OpRelease, 1, id)
 			cancel()
 			if err == nil {
 				break

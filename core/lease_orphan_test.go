@@ -135,3 +135,55 @@ func TestAcquireKnownFailureReleasesNothing(t *testing.T) {
 		t.Fatalf("%d store calls, want 1 (no release)", s.updates)
 	}
 }
+
+// stallingStore loses the reply of every acquire, and holds every release
+// that arrives before stallEnd until then, or until its context ends
+// first, in which case the release never ran: as a client does that waits
+// for a connection's handshake with a stalled server before it writes.
+type stallingStore struct {
+	*mapStore
+	stallEnd time.Time
+}
+
+func (s *stallingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	if m.(*mutation).op != store.OpRelease {
+		if err := s.mapStore.Update(ctx, key, m); err != nil {
+			return err
+		}
+		return store.UnknownOutcome(errors.New("acquire reply lost"))
+	}
+	if wait := time.Until(s.stallEnd); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return &store.Error{Op: "update", Err: ctx.Err()}
+		case <-t.C:
+		}
+	}
+	return s.mapStore.Update(ctx, key, m)
+}
+
+// TestOrphanReleaseOutlastsAStallWithinTheWindow: a store that answers again
+// within the background release's window (orphanWindow deadlines after
+// Acquire returned) gets the release, whenever the jittered attempts fall:
+// the last attempt waits until the window's end.
+func TestOrphanReleaseOutlastsAStallWithinTheWindow(t *testing.T) {
+	const timeout = 10 * time.Millisecond
+	s := &stallingStore{mapStore: newMapStore()}
+	// The stall ends 20 of the window's 21 deadlines after Acquire returns.
+	s.stallEnd = time.Now().Add((orphanWindow - 1) * timeout)
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s, Timeout: timeout})
+	// Three leases, whose releases each draw their own jitter.
+	for _, id := range []string{"a", "b", "c"} {
+		if _, _, err := l.Acquire(context.Background(), id); !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("Acquire(%s) error = %v, want ErrOutcomeUnknown", id, err)
+		}
+	}
+	waitOrphans(t, timeout)
+	for _, id := range []string{"a", "b", "c"} {
+		if b := s.m[l.Key(id).String()]; len(b) != 0 {
+			t.Errorf("the lost lease of %s is still held after the stall ended within the window", id)
+		}
+	}
+}

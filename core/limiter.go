@@ -477,6 +477,11 @@ func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error)
 func (l *Limiter) do(ctx context.Context, key store.Key, op int64, n int64, lease uint64) (Decision, error) {
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
+	return l.call(ctx, key, op, n, lease)
+}
+
+// call is do under ctx's own deadline, whatever the limiter's Timeout.
+func (l *Limiter) call(ctx context.Context, key store.Key, op int64, n int64, lease uint64) (Decision, error) {
 	if l.runner != nil {
 		args := NewScriptArgs(&l.p, 0, n)
 		if l.cfg.Clock != nil {
