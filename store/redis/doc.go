@@ -147,6 +147,11 @@
 //     script, which may come after it wrote. Only these match
 //     core.ErrOutcomeUnknown; the Limiter never sends them again, and
 //     releases the lease of an Acquire among them (see core.Limiter.Acquire).
+//     One error of this class was in fact not sent: a deadline met while a
+//     connection dialled for the call waits for the reply to its handshake
+//     (HELLO, AUTH, SELECT) from a stalled server. go-redis returns it as it
+//     returns a lost reply, a read timeout on the connection, so the store
+//     cannot tell it apart, and errs on the safe side.
 //
 // The generic path adds core.ErrContention, and a failed GET, which changed
 // nothing. Every call returns by its context's deadline.
