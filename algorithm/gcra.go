@@ -40,7 +40,9 @@ import (
 // of the other) credits a refill of up to X (reader ahead) or X − s
 // (reader behind) not earned: in an interval that holds it, up to ⌈X/T⌉
 // or ⌈(X − s)/T⌉ units more (one for any step back beyond s), at most B
-// more per handoff.
+// more per handoff in real time. Counted on the readings of one clock
+// that steps back by X, which repeat, it is up to ⌈(X − s)/T⌉ units more,
+// which may exceed B.
 //
 // Memory per key: the Go state is 9 bytes (a version byte, TAT in µs as an
 // int64). The Lua twin keeps one Redis string, TAT in decimal, which Redis

@@ -49,7 +49,9 @@ import (
 // decision of one just after a write of the other) refills for up to X
 // (reader ahead) or X − s (reader behind) not earned: in an interval that
 // holds it, up to ⌈X/T⌉ or ⌈(X − s)/T⌉ tokens more (one for any step back
-// beyond s), at most B more per handoff.
+// beyond s), at most B more per handoff in real time. Counted on the
+// readings of one clock that steps back by X, which repeat, it is up to
+// ⌈(X − s)/T⌉ tokens more, which may exceed B.
 //
 // Memory per key: the Go state is 9 bytes (a version byte, F in µs as an
 // int64). The Lua twin is GCRA's (lua/gcra.lua): one Redis string, F in
