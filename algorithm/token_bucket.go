@@ -32,8 +32,11 @@ import (
 // until the debt is down to the new depth), so a change admits no more, in
 // any interval, than the larger policy allows when the larger is also at
 // least as deep in time (Burst/Limit), as for GCRA
-// (TestLimitChangeNeverExceedsTheLarger). The two-integer state of earlier
-// releases kept the tokens instead, capped at the new Burst.
+// (TestLimitChangeNeverExceedsTheLarger); where the Limiter clamps for a
+// ClockSkew s, a change to a shallower bucket forgives the debt beyond its
+// B'·T' + s, as it would a fast clock's (see core.Tiers). The two-integer
+// state of earlier releases kept the tokens instead, capped at the new
+// Burst.
 //
 // Bound: the units admitted by calls whose now lies in any interval
 // [t1, t2] number at most B + ⌊(t2 − t1)/T⌋, whatever order the calls come

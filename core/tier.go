@@ -56,6 +56,18 @@ type TierResolver func(ctx context.Context, identity string) (string, error)
 // package's tests prove it for each (TestLimitChangeNeverExceedsTheLarger). A GCRA change from
 // "6/s, burst 6" to "3/s, burst 5" may admit up to 8 at one instant: the
 // debt of 6 units at 1/6 s is 1 s, and the smaller policy tolerates 5/3 s.
+//
+// Where the Limiter clamps states for a store's ClockSkew s (memcached, the
+// generic path of Redis and Valkey, the memory store with a Config.Clock;
+// not scripts, not the memory store on its own clock), a time state more
+// than B·T + s ahead of now is read as the work of a fast clock (see the
+// algorithm package's doc) and pulled back, also under a shallower policy
+// (smaller B·T) than the one that wrote it: each change from the deeper
+// to the shallower forgives the debt beyond B·T + s of the shallower, up to
+// the deeper policy's whole depth, and the deeper one may then admit that
+// much again. Tiers whose buckets are equally deep in time (Burst/Limit)
+// forgive nothing; between others, on such a store, the bound above holds
+// only up to that much per change.
 type Tiers struct {
 	resolve TierResolver
 	def     string
