@@ -99,13 +99,15 @@ func (c Calendar) start(y int, m time.Month, d, off int) int64 {
 	wy, wm, wd := time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date()
 	want := civil(wy, wm, wd)
 	t := time.Date(wy, wm, wd, 0, 0, 0, 0, loc)
-	if civil(t.Date()) == want {
+	if civil(t.Date()) == want && civil(t.Add(-time.Microsecond).Date()) < want {
 		return t.UnixMicro()
 	}
 	// Midnight does not exist that day (the clock jumps from 23:59:59 to
 	// 01:00), or the whole date does not, and time.Date chose an instant of
-	// another date: the period starts at the first instant of a date on or
-	// after it, found by bisection (a zone's jump is at most a day).
+	// another date; or midnight is there twice (the clock goes back from
+	// 01:00 to 00:00) and time.Date chose the second. The period starts at
+	// the first instant of a date on or after it, found by bisection (a
+	// zone's jump is at most a day).
 	lo, hi := t.Add(-36*time.Hour).UnixMicro(), t.Add(36*time.Hour).UnixMicro()
 	for lo+1 < hi {
 		mid := lo + (hi-lo)/2

@@ -67,6 +67,28 @@ func TestCalendarBounds(t *testing.T) {
 	}
 }
 
+// A zone whose clock goes back across midnight has midnight twice (Gaza,
+// 2021-10-29: 01:00 in summer time became 00:00): the day starts at the
+// first, runs 25 hours, and every instant of the date lies in it.
+func TestCalendarMidnightTwice(t *testing.T) {
+	gaza := loadLoc(t, "Asia/Gaza")
+	c := Calendar{Day, gaza}
+	first := time.Date(2021, 10, 28, 21, 0, 0, 0, time.UTC) // 00:00 +03:00
+	at := first.Add(30 * time.Minute)                       // 00:30 +03:00, Oct 29
+	if y, m, d := at.In(gaza).Date(); y != 2021 || m != 10 || d != 29 {
+		t.Fatalf("the test's instant is %s, not on Oct 29", at.In(gaza))
+	}
+	_, s, e, _ := c.Bounds(at.UnixMicro())
+	if s != first.UnixMicro() || e-s != 25*int64(time.Hour/time.Microsecond) {
+		t.Errorf("Oct 29 in Gaza, at %s: period [%s, %s), want [%s, +25h)", at.In(gaza), time.UnixMicro(s).In(gaza), time.UnixMicro(e).In(gaza), first.In(gaza))
+	}
+	// The day before ends where this one starts: 24 hours, not 26.
+	_, s, e, _ = c.Bounds(first.Add(-time.Hour).UnixMicro())
+	if e != first.UnixMicro() {
+		t.Errorf("Oct 28 in Gaza: period [%s, %s), want it to end at %s", time.UnixMicro(s).In(gaza), time.UnixMicro(e).In(gaza), first.In(gaza))
+	}
+}
+
 // A zone that skips a whole date (Pacific/Apia went from 2011-12-29 to
 // 2011-12-31) has no period for it: the day before is one period, up to
 // the first instant of the day after, and the periods around it still
