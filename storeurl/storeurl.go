@@ -90,6 +90,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
@@ -136,13 +137,21 @@ type Backend struct {
 	// password: "redis 10.0.0.5:6379", "memcached a:11211,b:11211".
 	Name string
 
-	ping  func(context.Context) error
-	close []func() error
+	ping   func(context.Context) error
+	close  []func() error
+	closed atomic.Bool
 }
 
+// errClosed is Ping's error after Close.
+var errClosed = &store.Error{Op: "ping", Err: errors.New("storeurl: the Backend is closed")}
+
 // Ping checks that the store answers (a PING, memcached's version, or
-// nothing for memory), within ctx.
+// nothing for memory), within ctx. After Close it fails, whatever the
+// client (gomemcache's stays usable after its Close).
 func (b *Backend) Ping(ctx context.Context) error {
+	if b.closed.Load() {
+		return errClosed
+	}
 	if b.ping == nil {
 		return nil
 	}
@@ -152,6 +161,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 // Close closes the store and then the client Open made for it. It is safe
 // to call more than once.
 func (b *Backend) Close() error {
+	b.closed.Store(true)
 	var errs []error
 	for _, c := range b.close {
 		errs = append(errs, c())

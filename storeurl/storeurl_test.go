@@ -428,3 +428,18 @@ func ExampleOpen() {
 	// memory (in-process) true
 	// storeurl: "redis://127.0.0.1:6379?pool_sise=10": redis: unexpected option: pool_sise
 }
+
+// A closed Backend does not answer Ping, whatever its client does after
+// Close (gomemcache's stays usable).
+func TestPingAfterCloseFails(t *testing.T) {
+	for _, u := range []string{"memory://", "memcache://127.0.0.1:1"} {
+		b, err := storeurl.Open(u)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", u, err)
+		}
+		b.Close()
+		if err := b.Ping(context.Background()); !errors.Is(err, core.ErrUnavailable) {
+			t.Errorf("%s: Ping after Close: %v, want an error matching ErrUnavailable", u, err)
+		}
+	}
+}
