@@ -155,6 +155,40 @@ func TestPoolCostAboveTheBase(t *testing.T) {
 	}
 }
 
+// A cost only the pool can serve, refused by the tenant's share while the
+// pool is spent too, waits for both: after its RetryAfter the same request
+// is admitted, as a Decision's RetryAfter promises.
+func TestPoolRefusalWaitsForTheShareAndThePool(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := memory.New(nil)
+	newL := func(name string, limit int64, w time.Duration) *core.Limiter {
+		l, err := core.New(core.Config{Policy: core.Policy{Name: name, Limit: limit, Window: w}, Algorithm: algorithm.FixedWindow{}, Store: s, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	p, err := core.NewPool(core.PoolConfig{Base: newL("base", 1, time.Hour), Share: newL("share", 3, time.Second), Pool: newL("pool", 3, 30*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if d, err := p.AllowN(ctx, "t", 3); err != nil || !d.Allowed || !d.FromPool {
+		t.Fatalf("AllowN(3) with base 1, share 3 and pool 3: %+v, %v; want drawn from the pool", d, err)
+	}
+	d, err := p.AllowN(ctx, "t", 3)
+	if err != nil || d.Allowed {
+		t.Fatalf("a second AllowN(3): %+v, %v; want refused", d, err)
+	}
+	if d.RetryAfter < 29*time.Second {
+		t.Errorf("refused with RetryAfter %v while the pool is spent for 30 s", d.RetryAfter)
+	}
+	clock.Advance(d.RetryAfter)
+	if d2, err := p.AllowN(ctx, "t", 3); err != nil || !d2.Allowed {
+		t.Fatalf("AllowN(3) after waiting the refusal's RetryAfter %v: %+v, %v; want admitted", d.RetryAfter, d2, err)
+	}
+}
+
 // On a store of one item per identity, a limit the identity's current
 // limits leave out keeps its state in the item: a tier that drops the
 // limit and a table that brings it back within its window do not reset

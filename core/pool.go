@@ -91,8 +91,9 @@ func (p *Pool) Allow(ctx context.Context, tenant string) (PoolDecision, error) {
 // the pool's can only come from the pool. A refusal's RetryAfter is the
 // base's (the wait after which the tenant's own rate admits it again,
 // whatever the pool does); for a cost the base can never admit, it is the
-// wait of the share or the pool that refused the draw (the earliest the pool
-// could admit it: another tenant may draw first). Errors are the Limiters':
+// longer of the share's and the pool's waits (the earliest both could admit
+// it: another tenant may draw first; when the share refuses, the pool is
+// asked with a draw given back at once). Errors are the Limiters':
 // bad input (a cost above every quota the request could be drawn from), or a
 // store that could not decide.
 func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision, error) {
@@ -133,8 +134,21 @@ func (p *Pool) AllowN(ctx context.Context, tenant string, n int64) (PoolDecision
 		return PoolDecision{Decision: base}
 	}
 	share, rc, err := p.cfg.Share.Charge(ctx, tenant, n)
-	if err != nil || !share.Allowed {
+	if err != nil {
 		return refused(share), err
+	}
+	if !share.Allowed {
+		if never {
+			// Only the pool can serve n: after the share's wait it must
+			// have room too. Ask it with a draw given back at once, and
+			// wait for whichever of the two is later.
+			if pool, prc, err := p.cfg.Pool.Charge(ctx, p.cfg.PoolKey, n); err == nil && pool.Allowed {
+				_, _ = prc.Refund(context.WithoutCancel(ctx), n)
+			} else if err == nil {
+				share.RetryAfter = max(share.RetryAfter, pool.RetryAfter)
+			}
+		}
+		return refused(share), nil
 	}
 	pool, err := p.cfg.Pool.AllowN(ctx, p.cfg.PoolKey, n)
 	if err != nil || !pool.Allowed {
