@@ -146,13 +146,12 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 	}
 }
 
-// A list of hosts may hold IPv6 literals, as a single host may.
-func TestHostListsTakeIPv6(t *testing.T) {
-	for _, c := range []struct{ url, name string }{
-		{"memcache://127.0.0.1:1,[::1]:2", "memcached 127.0.0.1:1,[::1]:2"},
-		{"memcache://[::1]:1,127.0.0.1:2?timeout=1s", "memcached [::1]:1,127.0.0.1:2"},
-		{"memcache://[::1],[::1]:2", "memcached [::1]:11211,[::1]:2"},
-	} {
+type urlName struct{ url, name string }
+
+// opensAs checks that each URL opens, as the Backend named so.
+func opensAs(t *testing.T, cases []urlName) {
+	t.Helper()
+	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
 		if err != nil {
 			t.Errorf("Open(%q): %v", c.url, err)
@@ -163,6 +162,15 @@ func TestHostListsTakeIPv6(t *testing.T) {
 		}
 		b.Close()
 	}
+}
+
+// A list of hosts may hold IPv6 literals, as a single host may.
+func TestHostListsTakeIPv6(t *testing.T) {
+	opensAs(t, []urlName{
+		{"memcache://127.0.0.1:1,[::1]:2", "memcached 127.0.0.1:1,[::1]:2"},
+		{"memcache://[::1]:1,127.0.0.1:2?timeout=1s", "memcached [::1]:1,127.0.0.1:2"},
+		{"memcache://[::1],[::1]:2", "memcached [::1]:11211,[::1]:2"},
+	})
 }
 
 func TestErrorsHideThePassword(t *testing.T) {
@@ -252,22 +260,12 @@ func TestOpenTakesWellFormedParameters(t *testing.T) {
 // An '@' that url.Parse reads where it is written, in a password or in a
 // parameter's value, is no misplaced end of the user information.
 func TestOpenTakesAnAtSignInAPasswordOrAValue(t *testing.T) {
-	for _, c := range []struct{ url, name string }{
+	opensAs(t, []urlName{
 		{"redis://admin:p@ss@127.0.0.1:6379/0", "redis 127.0.0.1:6379"},
 		{"redis://admin:p%23ss@127.0.0.1:6379", "redis 127.0.0.1:6379"},
 		{"redis+sentinel://127.0.0.1:26379/m?username=me@example.com", "redis sentinel 127.0.0.1:26379 master m"},
 		{"redis://127.0.0.1:6379?client_name=me@example.com", "redis 127.0.0.1:6379"},
-	} {
-		b, err := storeurl.Open(c.url)
-		if err != nil {
-			t.Errorf("Open(%q): %v", c.url, err)
-			continue
-		}
-		if b.Name != c.name {
-			t.Errorf("Open(%q): Name %q, want %q", c.url, b.Name, c.name)
-		}
-		b.Close()
-	}
+	})
 }
 
 // decide checks that limiters over stores b1 and b2 share one fixed window
