@@ -17,9 +17,13 @@ package core
 // A shadow concurrency limiter (Acquire) returns a Lease that holds no slot:
 // its Release touches nothing.
 //
-// Shadow mode changes refusals only: a store error under FailClosed is
-// still an error, and the failure policy's decisions are shadowed like the
-// store's (a fallback's refusal is admitted, Degraded and Shadowed).
+// Nor does it shape: an admission the store queued (a leaky bucket's
+// Delay) is returned with no Delay, so that no door waits for it.
+//
+// Shadow mode changes refusals and delays only: a store error under
+// FailClosed is still an error, and the failure policy's decisions are
+// shadowed like the store's (a fallback's refusal is admitted, Degraded
+// and Shadowed).
 
 // shadowAdmission is what a shadow limiter returns for the refusal d.
 func shadowAdmission(d Decision) Decision {
