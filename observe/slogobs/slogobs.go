@@ -1,9 +1,13 @@
 // Package slogobs logs what an operator must know about Sluice's limiters
 // with log/slog, once per change and not once per request: a store that
 // starts failing, keeps failing (at most one line per policy per
-// Options.Repeat, with the count of errors in between), and recovers; a
-// circuit breaker that changes state; a fallback entered or left; an
-// eviction warning from a store. It uses the standard library alone.
+// Options.Repeat, with the count of errors in between), and recovers (has
+// decided for Options.Quiet without an error: a store that fails one
+// request in two, as a cluster with a node down does, is failing, not
+// recovering twice a second); a circuit breaker that changes state; a
+// fallback entered or left; an eviction warning from a store. A refusal
+// answered by the deny cache is not a change, and DenyCacheHit logs
+// nothing. It uses the standard library alone.
 //
 //	logs := slogobs.New(slog.Default(), slogobs.Options{})
 //	lim, err := core.New(core.Config{..., Observer: logs.Observe})
@@ -46,6 +50,9 @@ import (
 // DefaultRepeat is Options.Repeat when it is zero.
 const DefaultRepeat = time.Minute
 
+// DefaultQuiet is Options.Quiet when it is zero.
+const DefaultQuiet = 10 * time.Second
+
 // MaxNames bounds the policies, breakers and warnings tracked, each.
 const MaxNames = 1000
 
@@ -54,6 +61,10 @@ type Options struct {
 	// Repeat is the least time between two lines about one policy's
 	// failing store. Default DefaultRepeat.
 	Repeat time.Duration
+	// Quiet is how long a failing policy's store must go on deciding
+	// without an error before "store recovered" is logged, at its next
+	// decision. Default DefaultQuiet.
+	Quiet time.Duration
 	// Now reads the time. Default time.Now.
 	Now func() time.Time
 }
@@ -64,6 +75,7 @@ type Options struct {
 type Logger struct {
 	log    *slog.Logger
 	repeat time.Duration
+	quiet  time.Duration
 	now    func() time.Time
 
 	policies sync.Map // policy name → *policy
@@ -80,6 +92,7 @@ type policy struct {
 	mu      sync.Mutex
 	since   time.Time // first error of this failure
 	last    time.Time // last line logged
+	lastErr time.Time // last error of this failure
 	count   int64     // errors since the last line
 }
 
@@ -91,10 +104,13 @@ func New(l *slog.Logger, opts Options) *Logger {
 	if opts.Repeat <= 0 {
 		opts.Repeat = DefaultRepeat
 	}
+	if opts.Quiet <= 0 {
+		opts.Quiet = DefaultQuiet
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Logger{log: l, repeat: opts.Repeat, now: opts.Now,
+	return &Logger{log: l, repeat: opts.Repeat, quiet: opts.Quiet, now: opts.Now,
 		breakers: map[string]string{}, fallback: map[string]time.Time{}, warnings: map[string]bool{}}
 }
 
@@ -120,6 +136,7 @@ func (l *Logger) Observe(e core.Event) {
 	now := l.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.lastErr = now
 	if !p.failing.Load() {
 		p.failing.Store(true)
 		p.since, p.last, p.count = now, now, 0
@@ -139,6 +156,9 @@ func (l *Logger) recovered(name string, p *policy) {
 	defer p.mu.Unlock()
 	if !p.failing.Load() {
 		return // another goroutine logged it
+	}
+	if now.Sub(p.lastErr) < l.quiet {
+		return // still failing now and then
 	}
 	p.failing.Store(false)
 	l.log.Info("sluice: store recovered", "policy", name, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
@@ -188,6 +208,11 @@ func (l *Logger) BreakerStateChanged(name, state string) {
 	}
 	l.log.Log(context.Background(), level, "sluice: breaker state", "breaker", name, "state", state, "from", from)
 }
+
+// DenyCacheHit logs nothing: a refusal the deny cache answered is one per
+// request, not a change. It is here so that one callback can feed the
+// Prometheus, OpenTelemetry and slog observers alike.
+func (l *Logger) DenyCacheHit(policy string) {}
 
 // SetFallbackActive logs that policy entered or left its fallback, once
 // per change. Wire it where the fallback is entered and left.

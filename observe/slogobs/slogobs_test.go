@@ -135,6 +135,34 @@ func TestStoreFailureLoggedOncePerChange(t *testing.T) {
 	}
 }
 
+// A store that fails one request in two (a cluster with a node down) is
+// failing until it has gone Quiet without an error: two lines, not one per
+// request.
+func TestPartialFailureIsOneFailure(t *testing.T) {
+	lg, out, c := newLogger(t)
+	for i := range 1000 {
+		var err error
+		if i%2 == 0 {
+			err = store.UnknownOutcome(errors.New("node down"))
+		}
+		lg.Observe(core.Event{Policy: "api", Op: "allow", Err: err, Decision: core.Decision{Allowed: true, Degraded: err != nil}})
+		c.advance(10 * time.Millisecond)
+	}
+	if got := out.msgs(t); len(got) != 1 || got[0] != "WARN sluice: store failing" {
+		t.Fatalf("a store failing half its requests for 10 s logged %q; want one failing line", got)
+	}
+	c.advance(DefaultQuiet)
+	lg.Observe(core.Event{Policy: "api", Op: "allow", Decision: core.Decision{Allowed: true}})
+	want := []string{"WARN sluice: store failing", "INFO sluice: store recovered"}
+	if got := out.msgs(t); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q; want %q", got, want)
+	}
+	lg.DenyCacheHit("api")
+	if got := out.msgs(t); len(got) != 2 {
+		t.Fatalf("DenyCacheHit logged: %q", got[2:])
+	}
+}
+
 // A caller whose context ended is not a store failure.
 func TestCallerGoneIsNotLogged(t *testing.T) {
 	lg, out, _ := newLogger(t)
