@@ -65,10 +65,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 	if err := l.check(identity, 1); err != nil {
 		return nil, Decision{}, err
 	}
-	var start time.Time
-	if l.cfg.Observer != nil {
-		start = time.Now()
-	}
+	start := l.timer()
 	key := store.Key{Namespace: l.ns, Identity: identity}
 	id := newLeaseID()
 	d, storeErr := l.do(ctx, key, store.OpTake, 1, id)
@@ -89,7 +86,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decisio
 		lease, d, shadowed = &Lease{l: l, degraded: true}, shadowAdmission(d), true
 	}
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: eventErr(err, storeErr, d), Duration: time.Since(start), Shadowed: shadowed})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "acquire", Decision: d, Err: eventErr(err, storeErr, d), Duration: took(start), Shadowed: shadowed})
 	}
 	return lease, d, err
 }
@@ -141,13 +138,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	var start time.Time
-	if l.cfg.Observer != nil {
-		start = time.Now()
-	}
+	start := l.timer()
 	_, err := l.do(ctx, ls.key, store.OpRelease, 1, ls.id)
 	if l.cfg.Observer != nil {
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: took(start)})
 	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = &store.Error{Op: "release", Err: err}

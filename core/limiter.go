@@ -55,8 +55,9 @@ type Event struct {
 	Err error
 	// Duration is how long the store call took, failure policy included.
 	// Zero for a decision that made no store call: a refusal by the deny
-	// cache or the pre-filter, and a decision of an in-process store's fast
-	// path (a Binder's Take is no store call, and is not timed).
+	// cache or the pre-filter, and every decision of an in-process store
+	// (the memory store's, whatever the call: Allow, Charge, Acquire,
+	// Release, a Multi's).
 	Duration time.Duration
 	// Shadowed reports that the store refused and the Limiter, in shadow
 	// mode (Config.Shadow), admitted: Decision is the admission returned.
@@ -313,10 +314,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decisio
 	if l.clocked != nil {
 		return l.allowClocked(ctx, identity, n)
 	}
-	var start time.Time
-	if l.cfg.Observer != nil {
-		start = time.Now()
-	}
+	start := l.timer()
 	if l.deny != nil || l.cfg.PreFilter != nil {
 		return l.guarded(ctx, identity, n, start)
 	}
@@ -369,14 +367,32 @@ func (l *Limiter) settleFrom(ctx context.Context, identity string, n int64, d De
 		}
 	}
 	if l.cfg.Observer != nil {
-		var took time.Duration
-		if !start.IsZero() && src == fromStore { // a guard's refusal made no store call
-			took = time.Since(start)
+		var dur time.Duration
+		if src == fromStore { // a guard's refusal made no store call
+			dur = took(start)
 		}
-		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: took,
+		l.cfg.Observer(Event{Policy: l.p.Name, Op: "allow", Decision: d, Err: eventErr(err, storeErr, d), Duration: dur,
 			Shadowed: shadowed, DenyCached: src == fromDenyCache, PreFiltered: src == fromPreFilter})
 	}
 	return d, err
+}
+
+// timer starts timing a store call for the Observer: the zero time
+// (untimed) without one, and for an in-process store, whose decisions are
+// not store calls.
+func (l *Limiter) timer() time.Time {
+	if l.cfg.Observer == nil || l.local {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// took is the time since start, zero for an untimed call.
+func took(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return time.Since(start)
 }
 
 // eventErr is what an Observer hears: the error returned, or, when the

@@ -281,7 +281,7 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 		return Decision{}, states, 0, err
 	}
 	var start time.Time
-	if m.cfg.Observer != nil {
+	if m.cfg.Observer != nil && !m.local { // an in-process store's decision is no store call
 		start = time.Now()
 	}
 	states, err := m.decide(ctx, identity, limits, n, states, &at)
@@ -346,7 +346,7 @@ func (m *Multi) observe(d Decision, err error, start time.Time) {
 	if m.cfg.Observer == nil {
 		return
 	}
-	m.cfg.Observer(Event{Policy: m.cfg.Name, Op: "allow", Decision: d, Err: err, Duration: time.Since(start)})
+	m.cfg.Observer(Event{Policy: m.cfg.Name, Op: "allow", Decision: d, Err: err, Duration: took(start)})
 }
 
 func (m *Multi) checkInput(identity string, limits *Limits, n int64) error {

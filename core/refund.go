@@ -158,10 +158,7 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 		return Decision{}, nil, err
 	}
 	resets := l.resets.Load() // before the charge: a Reset during it voids the receipt
-	var start time.Time
-	if l.cfg.Observer != nil {
-		start = time.Now()
-	}
+	start := l.timer()
 	key := store.Key{Namespace: l.ns, Identity: identity}
 	var d Decision
 	var at int64

@@ -112,12 +112,12 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		`sluice_breaker_state{breaker="redis",state="half-open"}`:          0,
 		`sluice_breaker_transitions_total{breaker="redis",state="open"}`:   1,
 		`sluice_breaker_transitions_total{breaker="redis",state="closed"}`: 0, // the initial state is no change
-		// Timed store calls only: the memory store's fast path (api, dark)
-		// is not a store call.
+		// Timed store calls only: the memory store's decisions (api, dark,
+		// slots) are not store calls.
 		`sluice_store_call_duration_seconds_count{op="allow",policy="open"}`:            3,
 		`sluice_store_call_duration_seconds_count{op="allow",policy="closed"}`:          2,
-		`sluice_store_call_duration_seconds_count{op="acquire",policy="slots"}`:         2,
-		`sluice_store_call_duration_seconds_count{op="release",policy="slots"}`:         1,
+		`sluice_store_call_duration_seconds_count{op="acquire",policy="slots"}`:         0,
+		`sluice_store_call_duration_seconds_count{op="release",policy="slots"}`:         0,
 		`sluice_store_call_duration_seconds_count{op="allow",policy="api"}`:             0,
 		`sluice_store_call_duration_seconds_bucket{op="allow",policy="open",le="+Inf"}`: 3,
 	}

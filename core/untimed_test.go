@@ -1,0 +1,53 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// An in-process store's decisions are not store calls: no Event of
+// theirs carries a Duration, whichever call made it (Allow, Charge,
+// Reserve, Acquire and Release, a Multi).
+func TestInProcessDecisionsAreNotTimed(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(nil)
+	var heard []core.Event
+	observe := func(e core.Event) { heard = append(heard, e) }
+	newL := func(p core.Policy, alg core.Algorithm) *core.Limiter {
+		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Observer: observe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	rate := newL(core.PerMinute("rate", 10), algorithm.GCRA{})
+	rate.Allow(ctx, "a")
+	rate.Charge(ctx, "a", 1)
+	rate.Reserve(ctx, "a", 2, time.Second)
+	slots := newL(core.Policy{Name: "slots", Limit: 1, Window: time.Minute}, algorithm.Concurrency{})
+	if ls, _, err := slots.Acquire(ctx, "a"); err == nil && ls != nil {
+		ls.Release(ctx)
+	}
+	ls, err := core.NewLimits(core.Limit{Policy: core.PerMinute("m1", 5), Algorithm: algorithm.FixedWindow{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := core.NewMulti(core.MultiConfig{Name: "multi", Store: s, Observer: observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AllowN(ctx, "a", ls, 1, nil)
+	if len(heard) < 6 {
+		t.Fatalf("the Observer heard %d events, want at least 6", len(heard))
+	}
+	for _, e := range heard {
+		if e.Duration != 0 {
+			t.Errorf("%s %s on the memory store was timed: %v", e.Policy, e.Op, e.Duration)
+		}
+	}
+}
