@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,35 @@ type Event struct {
 	// and PreFiltered one by the pre-filter (Config.PreFilter): decided in
 	// process, with no store call.
 	DenyCached, PreFiltered bool
+	// Limits is, for a Multi's decision, each limit's part, of which
+	// Decision is the most constraining: an Observer that judges each limit
+	// (near its limit, say) reads them here. It is the slice the caller
+	// gets: read it during the call only. Nil for a Limiter's decision.
+	Limits []LimitState
+}
+
+// NearLimit reports whether e is an admission after which the identity
+// has used more than ⌊Limit × ratio⌋ of its limit, or, for a Multi's, of
+// any of its limits: envoy ratelimit's near_limit, which the observers
+// count. A shadow admission is not near its limit (it was a refusal), and
+// neither is a degraded one (nothing is known of the store).
+func (e *Event) NearLimit(ratio float64) bool {
+	d := &e.Decision
+	if !d.Allowed || d.Degraded || e.Shadowed || e.Err != nil {
+		return false
+	}
+	near := func(d *Decision) bool {
+		return d.Limit > 0 && d.Limit-d.Remaining > int64(math.Floor(float64(d.Limit)*ratio))
+	}
+	if near(d) {
+		return true
+	}
+	for i := range e.Limits {
+		if near(&e.Limits[i].Decision) {
+			return true
+		}
+	}
+	return false
 }
 
 // Config configures a Limiter. Policy, Algorithm and Store are required.

@@ -303,14 +303,14 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 			err = nil
 		}
 		if err != nil {
-			m.observe(d, err, start)
+			m.observe(d, nil, err, start)
 			return Decision{}, states[:0], 0, err
 		}
 		at = 0 // fail open charged nothing
 	} else {
 		d = constraining(states)
 	}
-	m.observe(d, eventErr(err, storeErr, d), start)
+	m.observe(d, states, eventErr(err, storeErr, d), start)
 	return d, states, at, err
 }
 
@@ -342,11 +342,11 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	return err
 }
 
-func (m *Multi) observe(d Decision, err error, start time.Time) {
+func (m *Multi) observe(d Decision, states []LimitState, err error, start time.Time) {
 	if m.cfg.Observer == nil {
 		return
 	}
-	m.cfg.Observer(Event{Policy: m.cfg.Name, Op: "allow", Decision: d, Err: err, Duration: took(start)})
+	m.cfg.Observer(Event{Policy: m.cfg.Name, Op: "allow", Decision: d, Err: err, Duration: took(start), Limits: states})
 }
 
 func (m *Multi) checkInput(identity string, limits *Limits, n int64) error {

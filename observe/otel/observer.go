@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -156,7 +155,7 @@ func (o *Observer) Observe(e core.Event) {
 		o.requests.Add(ctx, 1, a.errored...)
 	case d.Allowed:
 		o.requests.Add(ctx, 1, a.allowed...)
-		if !e.Shadowed && d.Limit > 0 && d.Limit-d.Remaining > int64(math.Floor(float64(d.Limit)*o.ratio)) {
+		if e.NearLimit(o.ratio) {
 			o.nearLimit.Add(ctx, 1, a.policy...)
 		}
 		if d.Delay > 0 {

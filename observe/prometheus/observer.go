@@ -3,7 +3,6 @@ package prometheus
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,8 +174,9 @@ func (o *Observer) Observe(e core.Event) {
 	case d.Allowed:
 		s.allowed.Inc()
 		// A shadow admission was a refusal: it is not near the limit, it
-		// is past it.
-		if !e.Shadowed && d.Limit > 0 && d.Limit-d.Remaining > int64(math.Floor(float64(d.Limit)*o.ratio)) {
+		// is past it (NearLimit says no). A Multi's is near when any of its
+		// limits is.
+		if e.NearLimit(o.ratio) {
 			s.nearLimit.Inc()
 		}
 	default:

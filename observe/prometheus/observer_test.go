@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 func allow(policy string, limit, remaining int64) core.Event {
@@ -227,5 +230,34 @@ func TestBreakerTransitionsCountChangesOnly(t *testing.T) {
 func TestStoreCollectorRejectsAStoreThatReportsNothing(t *testing.T) {
 	if _, err := NewStoreCollector("", "x", failing{}); err == nil {
 		t.Fatal("a store that reports nothing was accepted")
+	}
+}
+
+// A Multi's admission is near its limit when any of its limits is, not
+// only the most constraining one (the one with the fewest units left): a
+// tenant past 80% of its daily quota, with its per-second limit far from
+// spent, is near.
+func TestNearLimitOfAMulti(t *testing.T) {
+	o, _ := newObserver(t, Options{})
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ls, err := core.NewLimits(
+		core.Limit{Policy: core.Policy{Name: "second", Limit: 10, Window: time.Second}, Algorithm: algorithm.FixedWindow{}},
+		core.Limit{Policy: core.Policy{Name: "day", Limit: 1000, Window: 24 * time.Hour}, Algorithm: algorithm.FixedWindow{}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := core.NewMulti(core.MultiConfig{Name: "tier", Store: memory.New(nil), Clock: clock, Observer: o.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 801 {
+		if d, _, err := m.AllowN(context.Background(), "tenant", ls, 1, nil); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+		clock.Advance(time.Second)
+	}
+	if got := testutil.ToFloat64(o.nearLimit.WithLabelValues("tier")); got != 1 {
+		t.Errorf("near_limit after 801 of a daily 1000 (one a second): %v; want 1 (the 801st)", got)
 	}
 }
