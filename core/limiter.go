@@ -407,6 +407,33 @@ func (l *Limiter) settleFrom(ctx context.Context, identity string, n int64, d De
 	return d, err
 }
 
+// take charges n units as AllowN decides them, for a charge that is part
+// of a decision already made and observed (a Settle's shortfall): no
+// Observer event, and no deny cache or pre-filter, whose refusal would be
+// one nobody asked for. The failure policy and shadow mode apply as in
+// AllowN.
+func (l *Limiter) take(ctx context.Context, identity string, n int64) (Decision, error) {
+	var d Decision
+	var err error
+	switch {
+	case l.taker != nil:
+		a, g, lim, rem, retry, reset, delay, e := l.taker.TakeFields(identity, l.step, l.now(), n, &l.p)
+		d, err = Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}, e
+	case l.clocked != nil:
+		a, g, lim, rem, retry, reset, delay, e := l.clocked.TakeFieldsClocked(identity, l.step, l.clock, n, &l.p)
+		d, err = Decision{Allowed: a, Degraded: g, Limit: lim, Remaining: rem, RetryAfter: retry, ResetAfter: reset, Delay: delay}, e
+	default:
+		d, err = l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
+	}
+	if err != nil {
+		return l.fail(ctx, identity, n, err)
+	}
+	if l.cfg.Shadow && !d.Allowed {
+		d = shadowAdmission(d)
+	}
+	return d, nil
+}
+
 // timer starts timing a store call for the Observer: the zero time
 // (untimed) without one, and for an in-process store, whose decisions are
 // not store calls.

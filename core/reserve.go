@@ -83,10 +83,13 @@ func (r *Reservation) Estimate() int64 {
 // work is done, and refusing it after the fact would help nobody. The
 // shortfall costs at most four store calls, whatever its size; a part the
 // failure policy decided is Uncharged, and in shadow mode a part the limit
-// refused (returned as an admission) is counted as Charged. Settle
-// works once, before the reservation's timeout; after that it returns
-// ErrReservationSettled and changes nothing. A nil Reservation (Reserve
-// refused or failed) returns ErrNoReservation.
+// refused (returned as an admission) is counted as Charged. The charges
+// are part of the reserved request, not decisions of their own: the
+// Observer hears none of them, and neither the deny cache nor the
+// pre-filter is asked. Settle works once, before the reservation's
+// timeout; after that it returns ErrReservationSettled and changes
+// nothing. A nil Reservation (Reserve refused or failed) returns
+// ErrNoReservation.
 func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
 	if r == nil {
 		return Settlement{}, ErrNoReservation
@@ -120,7 +123,7 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 		// nothing on the store.
 		for part := 0; short > 0 && part < 2; part++ {
 			k := min(short, r.l.Quota())
-			d, err := r.l.AllowN(ctx, r.identity, k)
+			d, err := r.l.take(ctx, r.identity, k)
 			if err != nil {
 				s.Uncharged += short
 				return s, err
@@ -132,7 +135,7 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 				if k = min(k, d.Remaining); k < 1 {
 					break
 				}
-				if d, err = r.l.AllowN(ctx, r.identity, k); err != nil || !d.Allowed || d.Degraded {
+				if d, err = r.l.take(ctx, r.identity, k); err != nil || !d.Allowed || d.Degraded {
 					if err != nil {
 						s.Uncharged += short
 						return s, err

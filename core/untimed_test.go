@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -49,5 +51,32 @@ func TestInProcessDecisionsAreNotTimed(t *testing.T) {
 		if e.Duration != 0 {
 			t.Errorf("%s %s on the memory store was timed: %v", e.Policy, e.Op, e.Duration)
 		}
+	}
+}
+
+// A Settle's shortfall is part of the reserved request, not a decision of
+// its own: the Observer hears the Reserve, and no admission or refusal of
+// the charges Settle makes (a refusal nobody saw would count as denied).
+func TestSettleIsNotObservedAsDecisions(t *testing.T) {
+	for name, s := range map[string]store.Store{"memory": memory.New(nil), "behind a guard": guard.NewBreaker(memory.New(nil), nil).Store()} {
+		t.Run(name, func(t *testing.T) {
+			var heard []core.Event
+			l, err := core.New(core.Config{Policy: core.PerMinute("api", 10), Algorithm: algorithm.FixedWindow{}, Store: s,
+				Observer: func(e core.Event) { heard = append(heard, e) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, r, err := l.Reserve(context.Background(), "a", 5, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := r.Settle(context.Background(), 12)
+			if err != nil || st.Charged != 5 || st.Uncharged != 2 {
+				t.Fatalf("Settle(12) of a reservation of 5 under 10: %+v, %v; want 5 charged, 2 not", st, err)
+			}
+			if len(heard) != 1 || !heard[0].Decision.Allowed {
+				t.Fatalf("the Observer heard %+v; want the one admitted Reserve", heard)
+			}
+		})
 	}
 }
