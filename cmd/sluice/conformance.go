@@ -113,16 +113,32 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+)/([^/\s]+) `)
+var (
+	resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+)/([^/\s]+) `)
+	checkLine  = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+)/([^/\s]+)/\S+ `)
+)
 
-// parseTestOutput maps "path/algorithm" to PASS, FAIL or SKIP.
+// parseTestOutput maps "path/algorithm" to PASS, FAIL or SKIP: SKIP too for
+// one that passed because every check of it that ran skipped.
 func parseTestOutput(out []byte) map[[2]string]string {
 	res := map[[2]string]string{}
+	ran := map[[2]string]bool{} // a check of it ran and did not skip
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if m := resultLine.FindStringSubmatch(sc.Text()); m != nil {
 			res[[2]string{m[2], m[3]}] = m[1]
+		} else if m := checkLine.FindStringSubmatch(sc.Text()); m != nil {
+			k := [2]string{m[2], m[3]}
+			if _, ok := ran[k]; !ok {
+				ran[k] = false
+			}
+			ran[k] = ran[k] || m[1] != "SKIP"
+		}
+	}
+	for k, checked := range ran {
+		if !checked && res[k] == "PASS" {
+			res[k] = "SKIP"
 		}
 	}
 	return res
@@ -213,13 +229,26 @@ func printSkips(w io.Writer, skips map[string]string) {
 // printFailures prints what failing checks said: everything but the
 // RUN/PASS bookkeeping of go test -v.
 func printFailures(w io.Writer, out []byte) {
+	skipped := parseSkips(out)
+	cur := "" // the test whose log lines follow (see parseSkips)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
 		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- PASS") || strings.HasPrefix(t, "--- SKIP") || t == "PASS" {
+		if strings.HasPrefix(t, "=== ") {
+			if f := strings.Fields(t); len(f) == 3 {
+				cur = f[2]
+			}
 			continue
+		}
+		if strings.HasPrefix(t, "--- PASS") || strings.HasPrefix(t, "--- SKIP") || t == "PASS" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(cur, "TestConformance/"); ok && strings.HasPrefix(l, "    ") && !strings.HasPrefix(t, "--- ") {
+			if _, skip := skipped[name]; skip {
+				continue // a skip's reason, printed under "skipped:"
+			}
 		}
 		fmt.Fprintln(w, l)
 	}
@@ -284,8 +313,9 @@ func (h cliHarness) Capabilities() conformance.Capabilities {
 // TestConformance/<path>/<check> for the checks run once per path
 // (conformance.CheckNames). A pattern with a slash is algorithm/check; one
 // without matches the algorithms and the once-per-path checks when it
-// matches any of their names, and the per-algorithm checks otherwise, so
-// that both "gcra" and "Admission" select what they name.
+// matches any of their names, and the per-algorithm checks otherwise (below
+// the algorithms only), so that both "gcra" and "Admission" select what
+// they name and nothing else.
 func runPattern(run string) string {
 	if strings.Contains(run, "/") {
 		return "TestConformance/.*/" + run
@@ -297,7 +327,13 @@ func runPattern(run string) string {
 			return "TestConformance/.*/" + run
 		}
 	}
-	return "TestConformance/.*/.*/" + run
+	// Only below the algorithms: "TestConformance/.*/.*/X" would also run
+	// every check run once per path, whose own two levels it matches.
+	quoted := make([]string, 0, len(algorithmNames()))
+	for _, n := range algorithmNames() {
+		quoted = append(quoted, regexp.QuoteMeta(n))
+	}
+	return "TestConformance/.*/^(" + strings.Join(quoted, "|") + ")$/" + run
 }
 
 // selectsSome reports whether --run names something the suite runs: its

@@ -66,6 +66,40 @@ func TestConformanceRunSelectsChecks(t *testing.T) {
 	if strings.Contains(out, "/Steps (") {
 		t.Errorf("--run Admission$ ran other checks too:\n%s", out)
 	}
+	// Nor a check run once per path, nor a group of them (Multi) whose
+	// subtests it left out, which printed as a row that PASSed.
+	for _, other := range []string{"/Retention (", "/Expiry (", "TestConformance/generic/Multi "} {
+		if strings.Contains(out, other) {
+			t.Errorf("--run Admission$ ran %q too:\n%s", other, out)
+		}
+	}
+	// An algorithm whose only selected check skipped is no PASS: its row
+	// says SKIP, and the failures section (none here) lists no skip.
+	code, out, errOut = sluice(t, "conformance", "--store", "memory", "--run", "InFlight")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "gcra" && f[1] != "SKIP" {
+			t.Errorf("--run InFlight: the row %q, want gcra SKIP (it holds no leases):\n%s", line, out)
+		}
+	}
+}
+
+// The failures section lists what failed, not the reasons of the checks
+// that skipped.
+func TestPrintFailuresLeavesOutSkips(t *testing.T) {
+	out := []byte(`=== RUN   TestConformance/generic/gcra/InFlight
+    run.go:51: gcra holds no leases
+=== RUN   TestConformance/generic/gcra/Admission
+    admission.go:99: OVER-ADMISSION: 3 of 2
+--- FAIL: TestConformance (0.02s)
+            --- SKIP: TestConformance/generic/gcra/InFlight (0.00s)
+            --- FAIL: TestConformance/generic/gcra/Admission (0.00s)
+`)
+	var b strings.Builder
+	printFailures(&b, out)
+	if strings.Contains(b.String(), "holds no leases") || !strings.Contains(b.String(), "OVER-ADMISSION") {
+		t.Errorf("failures:\n%s\nwant the failure and not the skip's reason", b.String())
+	}
 }
 
 // --run that names no algorithm and no check is a usage error, not a pass
