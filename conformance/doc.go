@@ -101,7 +101,8 @@
 //     LeaseTTL, a few minutes here), never only when real time catches up
 //     with the fast clock. A store passes by declaring its skew
 //     (store.ClockSkewer), so that the Limiter clamps what it reads
-//     (core.Clamper).
+//     (core.Clamper). A store that allows for a skew of an hour or more
+//     accepts such a clock, and the check skips, saying so.
 //   - InFlight, InFlightNoClock, LeaseReclaim (the concurrency algorithm):
 //     workers on every instance Acquire, hold and Release; an atomic count
 //     of the leases held never exceeds the limit; released slots are reused;
@@ -130,17 +131,21 @@
 //     store whose insert fails while an expired row is in the way fails
 //     here).
 //   - Retention (once per path): one key per algorithm, drained on the
-//     real clock under a limit of one per 1.5 s, is denied again when
+//     real clock under a limit of one per window W, is denied again when
 //     asked from another instance at three times until its denial's
 //     RetryAfter runs out (less 150 ms for a round trip and a server clock
-//     a little off). Under that policy the denial lasts as long as the
-//     state's TTL for every algorithm but the sliding counter, whose state
-//     spans two windows, so a store that drops states before about 85% of
-//     their TTL (shortened, converted in the wrong unit, or expired by
-//     another clock) admits there, which the ManualClock checks, whose
-//     states live for hours, cannot see. A store that drops them later,
-//     or that does not lengthen its TTLs by the clock skew it declares,
-//     can pass.
+//     a little off). W is 1.5 s, and on the generic path at least 8 times
+//     the clock skew the store allows for (8 s for the usual second), which
+//     a store on the limiters' clocks adds to its TTLs and which would
+//     otherwise hide a shortened TTL; past 30 s the check skips, saying
+//     so. Under that policy the denial lasts as long as the state's TTL
+//     for every algorithm but the sliding counter, whose state spans two
+//     windows, so a store that drops states before about 85% of their TTL
+//     (shortened, converted in the wrong unit, or expired by another
+//     clock) admits there, which the ManualClock checks, whose states live
+//     for hours, cannot see. A store too slow to ask the questions in time
+//     fails it. A store that drops states later, or that does not lengthen
+//     its TTLs by the clock skew it declares, can pass.
 //   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
 //     charges at one instant over the fleet, half refunded as they come,
 //     never hold more than the quota, and a refund at the instant of its
@@ -165,7 +170,10 @@
 // so long that the test's own pace cannot matter; the ManualClock checks use
 // windows of an hour or more, so that a store expiring keys by its own clock
 // rarely meets them, and allow for it where it does; Expiry and Retention
-// are the only checks that wait (a few seconds, and about one and a half). A
+// are the only checks that wait (a few seconds, and one to two of
+// Retention's windows: 1.5 to 3 s, or 8 to 16 s on the generic path of a
+// store that allows for a second of skew). It does not check that Update
+// honours its context (a store that ignores a deadline passes, slowly). A
 // CAS store may give up on a hot key (core.ErrContention) in the concurrent
 // checks as long as enough calls are decided to fill the quota; every other
 // error fails the check.

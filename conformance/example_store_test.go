@@ -151,6 +151,7 @@ func (h rowHarness) Exists(_ context.Context, key store.Key) (bool, error) {
 // TestExampleStore proves the example store with the suite, as a store
 // author's own test would.
 func TestExampleStore(t *testing.T) {
+	t.Parallel() // Retention waits out states of seconds
 	tab := newTable()
 	conformance.Run(t, func(t *testing.T) conformance.Harness { return rowHarness{tab} })
 }

@@ -40,6 +40,10 @@ func (e *env) skewOf() time.Duration {
 func checkFastClock(t testing.TB, e *env) {
 	p := fastClockPolicy()
 	skew := e.skewOf()
+	if skew >= fastClockAhead {
+		t.Skipf("the store allows for a clock skew of %v, not less than the %v the check's fast clock runs ahead: "+
+			"within its skew a fast clock is one the fleet accepts, and the check would see nothing", skew, fastClockAhead)
+	}
 	right := core.NewManualClock(epoch)
 	fast := core.NewManualClock(epoch.Add(fastClockAhead))
 	fleet := e.fleet(t, p, fast, right, right)

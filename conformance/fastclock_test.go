@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
@@ -100,5 +101,16 @@ func TestSkippedChecksSayWhy(t *testing.T) {
 	}
 	if why := generic(algorithm.GCRA{}, Capabilities{ClockSkew: refSkew}, true); why == "" {
 		t.Errorf("FastClock gives no reason to skip the script path")
+	}
+}
+
+// A store that allows for a skew of an hour or more accepts the check's
+// fast clock as one of its fleet's: FastClock skips, rather than pass on a
+// bound of days that checks nothing.
+func TestFastClockSkipsAHugeSkew(t *testing.T) {
+	h := maker(plain, Capabilities{ClockSkew: 2 * time.Hour}, false)
+	r := record(t, func(tb testing.TB) { checkFastClock(tb, newEnv(tb, h(tb), algorithm.GCRA{}, false)) })
+	if !r.Skipped() || r.Failed() {
+		t.Fatalf("FastClock under a skew of 2h: skipped %v, failed %v, want a skip:\n%s", r.Skipped(), r.Failed(), r)
 	}
 }

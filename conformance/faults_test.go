@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // These tests show that the suite can fail: each runs one check against a
@@ -111,20 +113,30 @@ func TestImmortalKeysFailExpiry(t *testing.T) {
 }
 
 // A harness that declares a script path its store does not have, or hides
-// one it has, fails the Capabilities check.
+// one it has, or a clock skew its store does not allow for, fails the
+// Capabilities check, each for its own reason.
 func TestCapabilitiesMustBeTrue(t *testing.T) {
 	cases := []struct {
-		name string
-		h    func(testing.TB) Harness
+		name, want string
+		h          func(testing.TB) Harness
 	}{
-		{"scripts declared, none", maker(plain, Capabilities{Scripts: true}, false)},
-		{"scripts hidden", maker(scripted, Capabilities{}, false)},
-		{"no algorithms", maker(plain, Capabilities{Algorithms: []core.Algorithm{}}, false)},
+		{"scripts declared, none", "not a store.ScriptRunner", maker(plain, Capabilities{Scripts: true, ClockSkew: time.Second}, false)},
+		{"scripts hidden", "set Capabilities.Scripts", maker(scripted, Capabilities{ClockSkew: time.Second}, false)},
+		{"no algorithms", "empty but not nil", maker(plain, Capabilities{ClockSkew: time.Second, Algorithms: []core.Algorithm{}}, false)},
+		{"a skew the store does not allow for", "allows for a clock skew of 720h0m0s", makerOf(func() *refStore {
+			s := newRefStore()
+			s.skew = 30 * 24 * time.Hour
+			return s
+		}, plain, Capabilities{ClockSkew: time.Second}, false)},
 	}
 	for _, c := range cases {
-		r := record(t, func(tb testing.TB) { checkCapabilities(tb, c.h(tb), c.h(tb).Capabilities().Algorithms) })
-		if !r.Failed() {
-			t.Errorf("%s: the Capabilities check passed", c.name)
+		algs := c.h(t).Capabilities().Algorithms
+		if algs == nil {
+			algs = algorithm.All() // as Run resolves them
+		}
+		r := record(t, func(tb testing.TB) { checkCapabilities(tb, c.h(tb), algs) })
+		if !r.Failed() || !strings.Contains(r.String(), c.want) {
+			t.Errorf("%s: the Capabilities check failed = %v, want it to fail saying %q:\n%s", c.name, r.Failed(), c.want, r)
 		}
 	}
 }
@@ -170,14 +182,20 @@ func TestShortTTLFailsSteps(t *testing.T) {
 // A store whose TTLs are shorter than its states live fails Retention, for
 // every algorithm: a hundredth of the TTL, and three quarters (but the
 // sliding counter, whose state outlives its denial by up to a window, as
-// the suite's doc says). The reference store passes it in
-// TestReferenceStore.
+// the suite's doc says), also when it lengthens them by the second of
+// clock skew it declares, as a store on the limiters' clocks does (a
+// window of 1.5 s would hide the quarter under that second). The
+// reference store passes it in TestReferenceStore.
 func TestShortTTLStoreFailsRetention(t *testing.T) {
-	for _, scale := range []float64{0.01, 0.75} {
-		t.Run(fmt.Sprint(scale), func(t *testing.T) {
+	for _, c := range []struct {
+		scale   float64
+		addSkew bool
+	}{{0.01, false}, {0.75, false}, {0.75, true}} {
+		scale := c.scale
+		t.Run(fmt.Sprint(scale, map[bool]string{true: "+skew"}[c.addSkew]), func(t *testing.T) {
 			t.Parallel() // each waits out its states
 			s := newRefStore()
-			s.ttlScale = scale
+			s.ttlScale, s.skew, s.addSkew = scale, time.Second, c.addSkew
 			h := &harness{backend: s, newClient: plain, caps: Capabilities{ClockSkew: time.Second}}
 			r := record(t, func(tb testing.TB) { checkRetention(tb, h, algorithm.All(), false) })
 			for _, alg := range algorithm.All() {
@@ -189,5 +207,26 @@ func TestShortTTLStoreFailsRetention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowStore answers every Update after a delay.
+type slowStore struct{ *refStore }
+
+func (s slowStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	time.Sleep(700 * time.Millisecond)
+	return s.refStore.Update(ctx, key, m)
+}
+
+// A store too slow for Retention to ask its questions before the denial
+// ends fails it, rather than pass having seen nothing.
+func TestRetentionFailsAStoreTooSlowToAsk(t *testing.T) {
+	t.Parallel()
+	s := newRefStore()
+	s.skew = 10 * time.Millisecond
+	h := &harness{backend: s, newClient: func(s *refStore) store.Store { return slowStore{s} }, caps: Capabilities{ClockSkew: s.skew}}
+	r := record(t, func(tb testing.TB) { checkRetention(tb, h, []core.Algorithm{algorithm.GCRA{}}, false) })
+	if !r.Failed() || !strings.Contains(r.String(), "too slow") {
+		t.Fatalf("Retention over a store that answers in 700 ms: failed %v, want it to say it was too slow:\n%s", r.Failed(), r)
 	}
 }

@@ -52,7 +52,10 @@ type Capabilities struct {
 	// instances run ClockSkew ahead of the other half, and the count
 	// admitted must not exceed the most that the algorithm's Go step admits
 	// for calls at those two instants in any order. A harness that declares
-	// no ClockSkew must declare OneClock instead.
+	// no ClockSkew must declare OneClock instead. A store that is a
+	// store.ClockSkewer must declare the same skew there (the Capabilities
+	// check fails a harness that says otherwise: the Limiter clamps by what
+	// the store says).
 	ClockSkew time.Duration
 	// OneClock declares that every instance of the store decides by one
 	// clock, so that the fleet's clocks cannot disagree: an in-process

@@ -237,7 +237,7 @@ func checkMultiNoClock(t testing.TB, e *env) {
 	}
 }
 
-// multiAlgs is algs and, when algs is the default set, the calendar.
+// multiAlgs is algs and the calendar (a month in UTC) when algs has none.
 func multiAlgs(algs []core.Algorithm) []core.Algorithm {
 	out := append([]core.Algorithm(nil), algs...)
 	for _, a := range algs {

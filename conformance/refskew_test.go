@@ -10,5 +10,10 @@ import (
 const refSkew = 5 * time.Second
 
 // ClockSkew makes the reference store, and every fault built on it, a
-// store.ClockSkewer.
-func (s *refStore) ClockSkew() time.Duration { return refSkew }
+// store.ClockSkewer: the skew its harness declares, or refSkew.
+func (s *refStore) ClockSkew() time.Duration {
+	if s.skew > 0 {
+		return s.skew
+	}
+	return refSkew
+}

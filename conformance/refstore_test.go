@@ -21,6 +21,10 @@ type refStore struct {
 	m  map[string]refEntry
 	// ttlScale multiplies every TTL (1 when zero); the faults below use it.
 	ttlScale float64
+	// skew is the clock skew it declares (refSkew when zero), and addSkew
+	// lengthens every TTL by it, as a store on the limiters' clocks does.
+	skew    time.Duration
+	addSkew bool
 	// timed expires keys on the decisions' time line (inproc.Timed), as the
 	// memory store does, instead of by the wall clock.
 	timed bool
@@ -52,6 +56,9 @@ func (s *refStore) load(k string, now time.Time) []byte {
 func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time) {
 	if s.ttlScale != 0 {
 		ttl = time.Duration(float64(ttl) * s.ttlScale)
+	}
+	if s.addSkew {
+		ttl += s.ClockSkew()
 	}
 	s.m[k] = refEntry{clone(next), now.Add(ttl)}
 }
@@ -250,6 +257,9 @@ func maker(newClient func(*refStore) store.Store, caps Capabilities, inspect boo
 func makerOf(backend func() *refStore, newClient func(*refStore) store.Store, caps Capabilities, inspect bool) func(testing.TB) Harness {
 	return func(testing.TB) Harness {
 		h := &harness{backend: backend(), newClient: newClient, caps: caps}
+		if h.backend.skew == 0 {
+			h.backend.skew = caps.ClockSkew // the store declares what the harness does
+		}
 		if inspect {
 			return inspectingHarness{h}
 		}

@@ -6,14 +6,21 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // The Retention check's policy window, and the margin it leaves for a
 // round trip and for a server clock a little off this machine's: the window
-// is long beside both, and short enough to wait out.
+// is long beside both, and short enough to wait out. On the generic path
+// the window is at least retentionSkews times the clock skew the store
+// allows for, which it adds to its TTLs: a TTL shortened by a quarter must
+// still end before the last question, whatever the skew added to it. A
+// skew that would take the window past retentionMaxWindow skips the check.
 const (
-	retentionWindow = 1500 * time.Millisecond
-	retentionSlack  = 150 * time.Millisecond
+	retentionWindow    = 1500 * time.Millisecond
+	retentionSlack     = 150 * time.Millisecond
+	retentionSkews     = 8
+	retentionMaxWindow = 30 * time.Second
 )
 
 // checkRetention (once per path): a state lives as long as it counts. One
@@ -29,13 +36,24 @@ const (
 // and whose runs take milliseconds, never see. The algorithms run side by
 // side, about a second and a half in all.
 func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
-	p := core.Policy{Name: "retention", Limit: 1, Window: retentionWindow, MaxDelay: time.Microsecond, LeaseTTL: retentionWindow}
 	drainer, asker := h.NewStore(t), h.NewStore(t)
+	window := retentionWindow
+	if !script {
+		skew := h.Capabilities().ClockSkew
+		if sk, ok := drainer.(store.ClockSkewer); ok {
+			skew = max(sk.ClockSkew(), 0)
+		}
+		if window = max(window, retentionSkews*skew); window > retentionMaxWindow {
+			t.Skipf("the store adds a clock skew of %v to its TTLs: a state %d times as long, so that a TTL shortened by a quarter ends before it, "+
+				"would take longer than %v to wait out", skew, retentionSkews, retentionMaxWindow)
+		}
+	}
+	p := core.Policy{Name: "retention", Limit: 1, Window: window, MaxDelay: time.Microsecond, LeaseTTL: window}
 	var wg sync.WaitGroup
 	for _, e := range pathEnvs(h, algs, script, p) {
 		l, other := e.limiter(t, drainer, p, nil), e.limiter(t, asker, p, nil)
 		id := identity(t, l)
-		wg.Go(func() { retain(t, e, l, other, id) })
+		wg.Go(func() { retain(t, e, l, other, id, window) })
 	}
 	wg.Wait()
 }
@@ -47,7 +65,7 @@ func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool)
 // about a whole window and the last question comes after three quarters of
 // the state's TTL. A question that would be sent after the denial's end (a
 // loaded machine) is not asked.
-func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
+func retain(t testing.TB, e *env, l, other *core.Limiter, id string, window time.Duration) {
 	name := e.alg.Name()
 	var (
 		d     core.Decision
@@ -55,7 +73,7 @@ func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
 		ok    bool
 	)
 	for range 2 {
-		if d, asked, ok = drain(t, e, l, id); !ok || d.Allowed || d.RetryAfter >= retentionWindow*4/5 {
+		if d, asked, ok = drain(t, e, l, id); !ok || d.Allowed || d.RetryAfter >= window*4/5 {
 			break
 		}
 		time.Sleep(d.RetryAfter + 10*time.Millisecond)
@@ -70,9 +88,17 @@ func retain(t testing.TB, e *env, l, other *core.Limiter, id string) {
 	drained := time.Now()
 	end := asked.Add(d.RetryAfter - retentionSlack)
 	span := end.Sub(drained)
-	for _, f := range []float64{0.3, 0.65, 0.95} {
+	for i, f := range []float64{0.3, 0.65, 0.95} {
 		time.Sleep(time.Until(drained.Add(time.Duration(f * float64(span)))))
 		if time.Now().After(end) {
+			// Too late to ask: the answers came too slowly. A check that
+			// asked none of its later questions has seen nothing.
+			if i == 2 {
+				t.Logf("%s: the last question came too late to ask (the store's replies took %v)", name, time.Since(drained).Round(time.Millisecond))
+			} else {
+				t.Errorf("%s: the check could ask only %d of its 3 questions within the denial's %v (the store's replies took %v): too slow to tell whether it keeps states for their TTL",
+					name, i, d.RetryAfter.Round(time.Millisecond), time.Since(drained).Round(time.Millisecond))
+			}
 			return
 		}
 		got, ok := ask(t, e, other, id)

@@ -19,9 +19,10 @@ import (
 //
 // Subtests are named <path>/<algorithm>/<check>, where path is "generic"
 // (store.Store.Update) or "script" (store.ScriptRunner), so that one failing
-// pair can be rerun with -run. newHarness is called once for the whole run
-// and once more in every <path>/<algorithm> subtest, with that subtest's t;
-// there the suite takes three NewStore clients (a fleet of three instances),
+// pair can be rerun with -run. newHarness is called for the whole run (its
+// Capabilities), once in every <path>/<algorithm> subtest and in every check
+// run once per path (<path>/<check>), with that subtest's t; in an
+// algorithm's subtest the suite takes three NewStore clients (a fleet of three instances),
 // which every check of the algorithm shares, each with keys and Limiters of
 // its own. Clients are made once per algorithm rather than once per check
 // because connecting is among the dearest things the suite does (a cluster
@@ -176,6 +177,10 @@ func checkCapabilities(t testing.TB, h Harness, algs []core.Algorithm) {
 	case !caps.OneClock && caps.ClockSkew == 0:
 		t.Errorf("Capabilities declares neither ClockSkew nor OneClock: declare how far apart the fleet's clocks may be " +
 			"(ClockSkew), or that every instance reads one clock (OneClock), so that the skewed-fleet check is run or skipped for a stated reason")
+	}
+	if sk, ok := s.(store.ClockSkewer); ok && !caps.OneClock && sk.ClockSkew() != caps.ClockSkew {
+		t.Errorf("the store (%T) allows for a clock skew of %v (store.ClockSkewer), but Capabilities.ClockSkew declares %v: "+
+			"the suite checks the fleet the harness declares, and the Limiter clamps by what the store says; declare the store's", s, sk.ClockSkew(), caps.ClockSkew)
 	}
 	if len(algs) == 0 {
 		t.Errorf("Capabilities.Algorithms is empty but not nil: the store would be checked against nothing")

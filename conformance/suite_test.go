@@ -10,6 +10,7 @@ import (
 // no false positives on a correct store.)
 
 func TestReferenceStore(t *testing.T) {
+	t.Parallel() // Retention waits out states of seconds
 	mk := maker(plain, Capabilities{ClockSkew: time.Second}, true)
 	Run(t, func(t *testing.T) Harness { return mk(t) })
 }

@@ -24,8 +24,8 @@
 //     absent includes expired: a key whose TTL has run out must read as
 //     absent, and must be writable again as a new key. (A store whose
 //     "insert if absent" fails while an expired row is in the way refuses
-//     that key forever after its first expiry; the conformance suite
-//     catches it.)
+//     that key forever after its first expiry; the conformance suite's
+//     Expiry check catches it when the harness is a conformance.Inspector.)
 //   - TTL: how long after this write the state may vanish if nothing writes
 //     it again; it is computed on the clock of the decision (the Limiter's
 //     Clock, or the server's TIME inside a script). A store expires keys by

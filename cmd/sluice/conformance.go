@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,7 +40,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	run := fs.String("run", "", "only the algorithms, or else the checks, whose name matches this `regexp`; algorithm/check for both (e.g. gcra, Admission, gcra/Admission$)")
 	verbose := fs.Bool("v", false, "print the suite's whole output")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
-	skew := fs.Duration("clock-skew", time.Second, "clock skew between instances that a store shared over the network must tolerate (positive; the memory store has one clock)")
+	skew := fs.Duration("clock-skew", time.Second, "clock skew between instances that a store shared over the network must tolerate (positive; the memory store has one clock); by default the store's own (a URL's clock_skew, 1s)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -67,6 +68,28 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	name := b.Name
+	// The suite holds the harness to the skew the store allows for: that
+	// is the one to declare, and a --clock-skew that says otherwise is a
+	// mistake to name here, not a failed Capabilities check.
+	if s, closeStore, err := b.NewStore(); err == nil {
+		if sk, ok := s.(interface{ ClockSkew() time.Duration }); ok && b.Shared {
+			given := false
+			fs.Visit(func(f *flag.Flag) { given = given || f.Name == "clock-skew" })
+			switch {
+			case sk.ClockSkew() <= 0:
+				closeStore()
+				b.Close()
+				return usagef("the store allows for no clock skew (clock_skew=%v): a store shared over the network decides on each instance's clock; give it one", sk.ClockSkew())
+			case !given:
+				*skew = sk.ClockSkew()
+			case *skew != sk.ClockSkew():
+				closeStore()
+				b.Close()
+				return usagef("--clock-skew %v, but the store allows for %v (set it with the URL's clock_skew)", *skew, sk.ClockSkew())
+			}
+		}
+		closeStore()
+	}
 	b.Close()
 
 	self, err := os.Executable()
