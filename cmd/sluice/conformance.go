@@ -117,7 +117,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		if len(results) > 0 {
 			printTable(stdout, results)
 		}
-		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes a few seconds against a local redis-server", *timeout, len(results))
+		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes about half a minute against a local redis-server", *timeout, len(results))
 	}
 	if len(results) == 0 {
 		_, _ = stderr.Write(out.Bytes())
