@@ -18,7 +18,13 @@ type Set struct {
 	buf  [4]*core.Receipt
 	at   [4]int
 	n    int
-	more []*core.Receipt // beyond four, refunded but not credited
+	more []held // beyond four
+}
+
+// held is a receipt beyond the first four, and its layer's index.
+type held struct {
+	rc *core.Receipt
+	at int
 }
 
 // Add keeps rc, the receipt of the layer whose outcome is at index at. A
@@ -30,16 +36,14 @@ func (s *Set) Add(rc *core.Receipt, at int) {
 		s.buf[s.n], s.at[s.n] = rc, at
 		s.n++
 	default:
-		s.more = append(s.more, rc)
+		s.more = append(s.more, held{rc, at})
 	}
 }
 
 // Refund gives back every receipt's units and calls credit with each
-// layer's index and the units it got back, for the layer's fields. Only
-// the first four layers are credited: a request rarely has more, and a
-// layer that is not credited shows the remaining of its own decision,
-// which errs low. The client may be gone; the refunds still run, under
-// the limiters' own deadlines.
+// layer's index and the units it got back, for the layer's fields (its r,
+// and whether it still holds the retry back). The client may be gone; the
+// refunds still run, under the limiters' own deadlines.
 func (s *Set) Refund(ctx context.Context, credit func(at int, k int64)) {
 	if s.n == 0 {
 		return
@@ -50,7 +54,9 @@ func (s *Set) Refund(ctx context.Context, credit func(at int, k int64)) {
 			credit(s.at[j], k)
 		}
 	}
-	for _, rc := range s.more {
-		_, _ = rc.Refund(rctx, rc.N())
+	for _, h := range s.more {
+		if k, _ := h.rc.Refund(rctx, h.rc.N()); k > 0 {
+			credit(h.at, k)
+		}
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// Every receipt is refunded, the ones past four too; the first four are
-// credited to their layers' indexes with the units they got back.
+// Every receipt is refunded and credited to its layer's index with the
+// units it got back, the ones past the four a Set holds in place too: a
+// layer not credited shows the r of its charge, and holds the retry back
+// for its whole window.
 func TestRefundGivesBackEveryReceipt(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New(nil)
@@ -34,7 +36,7 @@ func TestRefundGivesBackEveryReceipt(t *testing.T) {
 	set.Add(nil, 99) // a layer that charged nothing
 	credited := map[int]int64{}
 	set.Refund(ctx, func(at int, k int64) { credited[at] += k })
-	want := map[int]int64{10: 3, 11: 3, 12: 3, 13: 3}
+	want := map[int]int64{10: 3, 11: 3, 12: 3, 13: 3, 14: 3, 15: 3}
 	if len(credited) != len(want) {
 		t.Fatalf("credited %v, want %v", credited, want)
 	}
