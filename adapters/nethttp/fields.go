@@ -38,22 +38,35 @@ type outcome struct {
 // retryAfter is the Retry-After, in whole seconds (at least 1), of a request
 // refused by the last layer of outs: the longest wait over every layer that
 // a retry could not pass now. That is the refusing layer's RetryAfter, and
-// also, for each earlier rate layer that admitted the request but kept fewer
-// units than it costs, the time until that layer's quota is whole
-// (ResetAfter): that layer would refuse the retry until then. A decision
-// states no sooner time at which n units are free again; for the fixed
-// window the reset is that time exactly, the other algorithms may free
-// enough units sooner, so the wait errs late, never early. An earlier
-// concurrency layer does not count: its lease is released with the refusal,
-// so the retry finds the slot it had; nor does a shadow layer, which never
-// refuses.
+// also, for each earlier rate layer (or limit of a multi-limit layer) that
+// admitted the request but kept fewer units than it costs, the time until
+// that layer's quota is whole (ResetAfter): that layer would refuse the
+// retry until then. A decision states no sooner time at which n units are
+// free again; for the fixed window the reset is that time exactly, the
+// other algorithms may free enough units sooner, so the wait errs late,
+// never early. An earlier concurrency layer does not count: its lease is
+// released with the refusal, so the retry finds the slot it had; nor does
+// a shadow layer, which never refuses.
 func retryAfter(outs []outcome) int64 {
 	last := len(outs) - 1
 	ra := seconds(outs[last].d.RetryAfter)
 	for i := range outs[:last] {
 		o := &outs[i]
-		if !o.layer.leaser && !o.layer.shadow && o.d.Remaining < o.n {
-			ra = max(ra, seconds(o.d.ResetAfter))
+		if o.layer.leaser || o.layer.shadow {
+			continue
+		}
+		if len(o.states) == 0 {
+			if o.d.Remaining < o.n {
+				ra = max(ra, seconds(o.d.ResetAfter))
+			}
+			continue
+		}
+		// A multi-limit layer: each of its limits, not only the one with
+		// the fewest units left (its Decision), may hold the retry back.
+		for x := range o.states {
+			if s := &o.states[x]; s.Remaining < o.n {
+				ra = max(ra, seconds(s.ResetAfter))
+			}
 		}
 	}
 	return max(ra, 1)

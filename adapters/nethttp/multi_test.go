@@ -192,3 +192,28 @@ func TestTooCostlyMultiLayer(t *testing.T) {
 		t.Errorf("violated-policies %q; want the limit the cost exceeds, second (day admits 100 at once)", pr.ViolatedPolicies)
 	}
 }
+
+// Retry-After waits for every limit of an earlier multi-limit layer that
+// kept fewer units than the request costs, not only for the one with the
+// fewest units left: here "short" has none (20 s) and "long" has 1 of the
+// 2 a retry costs (an hour), so a retry after 20 s is refused again.
+func TestRetryAfterWaitsForEveryLimitOfAMultiLayer(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
+	ls := core.MustLimits(
+		core.Limit{Policy: core.Policy{Name: "short", Limit: 4, Window: 20 * time.Second}, Algorithm: algorithm.FixedWindow{}},
+		core.Limit{Policy: core.Policy{Name: "long", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}},
+	)
+	user := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "user", Limit: 1, Window: 5 * time.Second})
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: clockedMulti(t, clock), Limits: ls, Weight: 2}, {Limiter: user}}, NoRefund: true})
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Fatalf("first request refused: %d", w.Code)
+	}
+	// The second: short 4 → 2 → 0, long 5 → 3 → 1, and user refuses.
+	w, ok := admit(t, p, request("203.0.113.7:1"))
+	if ok {
+		t.Fatal("second request admitted by a 1-per-5s limit")
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "3600" {
+		t.Errorf("Retry-After %q, want 3600 (long has 1 unit of the 2 a retry costs until its hour ends); RateLimit %q", ra, w.Header().Get("RateLimit"))
+	}
+}
