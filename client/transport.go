@@ -27,7 +27,10 @@
 //
 // A request that would have to wait longer than MaxWait, or at all when
 // FailFast is set, is not sent: RoundTrip returns a *LimitedError (matching
-// ErrLimited) that says how long. Waiting honours the request's context.
+// ErrLimited) that says how long, or which spent limit waits for a response
+// to come back. (Under FailFast, a request to a scope whose limits are not
+// known yet goes: nothing known holds it.) Waiting honours the request's
+// context.
 //
 // The Transport never retries a request that is not idempotent (RFC 9110:
 // GET, HEAD, OPTIONS, TRACE, PUT, DELETE); an idempotent one is retried after
@@ -64,15 +67,24 @@ var ErrLimited = errors.New("client: rate limited")
 // LimitedError is a request the Transport did not send, because the
 // server's limit would refuse it for longer than the Transport may wait.
 type LimitedError struct {
-	Scope  string        // the request's scope (its host, by default)
-	Policy string        // the policy that has no unit left, or "" for a Retry-After
-	Wait   time.Duration // how long until it could be sent
+	Scope  string // the request's scope (its host, by default)
+	Policy string // the policy that has no unit left, or "" for a Retry-After
+	// Wait is how long until the request could be sent; zero when that
+	// waits for a response to a request in flight (a spent concurrency
+	// limit, or a scope whose limits are not known yet: Policy "").
+	Wait time.Duration
 }
 
 func (e *LimitedError) Error() string {
 	what := "Retry-After"
 	if e.Policy != "" {
 		what = "policy " + strconv.Quote(e.Policy)
+	}
+	if e.Wait <= 0 {
+		if e.Policy == "" {
+			what = "limits not known yet"
+		}
+		return fmt.Sprintf("client: %s: %s: the next request waits for a response to one in flight", e.Scope, what)
 	}
 	return fmt.Sprintf("client: %s: %s allows the next request in %v", e.Scope, what, e.Wait.Round(time.Millisecond))
 }
@@ -295,17 +307,19 @@ func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, 
 		}
 		left := deadline.Sub(now)
 		wait, by, blind := s.state(now)
-		if wait <= 0 && blind && s.inflight > 0 && maxWait > 0 {
+		if wait <= 0 && blind && s.inflight > 0 && (maxWait > 0 || by != "") {
 			// Nothing is known that allows more: wait for the response of
 			// the request already out, rather than stampede, within what
-			// is left of MaxWait.
+			// is left of MaxWait. Under FailFast, a request to a scope
+			// whose limits are not known yet goes (it waits for nothing),
+			// and one that a known spent limit holds (by) does not.
 			if s.notify == nil {
 				s.notify = make(chan struct{})
 			}
 			done := s.notify
 			t.mu.Unlock()
 			if left <= 0 {
-				return nil, nil, &LimitedError{Scope: name, Wait: maxWait}
+				return nil, nil, &LimitedError{Scope: name, Policy: by}
 			}
 			if err := sleepUntil(ctx, done, left); err != nil {
 				return nil, nil, err
@@ -338,9 +352,10 @@ func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, 
 // state is, for a request to s at now: how long it must wait and the
 // policy that holds it ("" for Retry-After); or, when no wait is known,
 // whether it would go out blind (nothing learned yet, a policy whose count
-// is unknown, or one spent with no reset time), in which case only one
-// request may be out at a time. A policy past its reset is refilled to its
-// quota, once.
+// is unknown, or one known spent with no reset time, which is then by: a
+// concurrency limit whose units are out), in which case only one request
+// may be out at a time. A policy past its reset is
+// refilled to its quota, once.
 func (s *scope) state(now time.Time) (wait time.Duration, by string, blind bool) {
 	wait, blind = s.blocked.Sub(now), !s.learned
 	for name, p := range s.policies {
@@ -359,6 +374,9 @@ func (s *scope) state(now time.Time) (wait time.Duration, by string, blind bool)
 			}
 		case p.reset.IsZero():
 			blind = true
+			if wait <= 0 {
+				by = name
+			}
 		default:
 			if w := p.reset.Sub(now); w > wait {
 				wait, by = w, name

@@ -650,3 +650,48 @@ func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
 		t.Errorf("the server refused %d requests under a concurrency limit of 1", n)
 	}
 }
+
+// A concurrency limit known spent (its one unit held by a body still
+// open) holds the next request: under FailFast it is not sent but a
+// *LimitedError naming the policy; with MaxWait it waits for the unit and
+// then names the policy too, not a Retry-After nobody sent.
+func TestASpentConcurrencyLimitHoldsFailFastRequests(t *testing.T) {
+	for _, tr := range []*Transport{{FailFast: true}, {MaxWait: -1}, {MaxWait: 300 * time.Millisecond}} {
+		finish := make(chan struct{})
+		s := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 1, Window: time.Minute, LeaseTTL: time.Minute},
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.RawQuery != "stream" {
+					return
+				}
+				io.WriteString(w, "head ")
+				http.NewResponseController(w).Flush()
+				select {
+				case <-finish:
+				case <-time.After(5 * time.Second):
+				}
+			}))
+		c := &http.Client{Transport: tr}
+		if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
+			t.Fatalf("the first request: %d, %v", code, err)
+		}
+		streamed, err := c.Get(s.URL + "?stream")
+		if err != nil || streamed.StatusCode != http.StatusOK {
+			t.Fatalf("the streamed request: %v, %v", streamed, err)
+		}
+		arrived := s.arrived.Load()
+		_, err = c.Get(s.URL)
+		var le *LimitedError
+		if !errors.As(err, &le) || le.Policy != "in-flight" || strings.Contains(le.Error(), "Retry-After") {
+			t.Errorf("FailFast %v, MaxWait %v: a request while the one unit is held: %v; want a *LimitedError naming in-flight", tr.FailFast, tr.MaxWait, err)
+		}
+		if n := s.arrived.Load() - arrived; n != 0 {
+			t.Errorf("FailFast %v, MaxWait %v: %d requests reached the server while its one unit was held", tr.FailFast, tr.MaxWait, n)
+		}
+		close(finish)
+		io.Copy(io.Discard, streamed.Body)
+		streamed.Body.Close()
+		if n := s.refused.Load(); n > 0 {
+			t.Errorf("FailFast %v, MaxWait %v: the server refused %d requests under a concurrency limit of 1", tr.FailFast, tr.MaxWait, n)
+		}
+	}
+}
