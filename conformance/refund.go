@@ -111,8 +111,11 @@ func edgeOf(a core.Algorithm, p core.Policy) time.Time {
 		_, _, next, _ := c.Bounds(epoch.UnixMicro())
 		return time.UnixMicro(next - 1)
 	}
-	w := p.Window
-	return epoch.Truncate(w).Add(w - time.Microsecond)
+	// Windows are counted from the Unix epoch, as the algorithms count
+	// them (time.Time.Truncate counts from year 1).
+	w := p.Window.Microseconds()
+	us := epoch.UnixMicro()
+	return time.UnixMicro(us - us%w + w - 1)
 }
 
 // checkRefundEdge: the quota is charged in the last µs of a window; then,

@@ -294,14 +294,21 @@ func (r *Region) keep() time.Duration { return r.lease - r.hold - max(r.period, 
 // heldUntil is when the claim on an allowance enforced until h.until ends:
 // Hold later, or, for an aligned hold, at the end of the window that holds
 // h.until, a period later (for the skew between this region's clock and
-// its store's).
+// its store's). Windows are counted from the Unix epoch, as the window
+// algorithms count theirs; time.Time.Truncate counts from the zero time,
+// 62,135,596,800 s earlier, which is a whole number of windows only for
+// some lengths (not 7 s, nor a week).
 func (r *Region) heldUntil(h held) time.Time {
-	if w := r.aligned; w > 0 {
-		end := h.until.Truncate(w)
-		if !end.Equal(h.until) {
-			end = end.Add(w)
+	if w := int64(r.aligned); w > 0 {
+		ns := h.until.UnixNano()
+		end := ns - ns%w
+		if ns%w < 0 {
+			end -= w // before the epoch: % rounds toward zero
 		}
-		return end.Add(r.period)
+		if end != ns {
+			end += w
+		}
+		return time.Unix(0, end).Add(r.period)
 	}
 	return h.until.Add(r.hold)
 }

@@ -91,7 +91,10 @@ func RunRegions(mode region.Mode, sc Regions) (RegionsResult, error) {
 	if alg == nil {
 		alg = algorithm.FixedWindow{}
 	}
-	clk := core.NewManualClock(time.Unix(1_800_000_000, 0).Truncate(sc.Window))
+	// Start on a window's edge as the algorithms count windows: from the
+	// Unix epoch (time.Time.Truncate counts from year 1).
+	w := sc.Window.Nanoseconds()
+	clk := core.NewManualClock(time.Unix(0, 1_800_000_000*int64(time.Second)/w*w))
 	start := clk.Now()
 	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
 	n := len(RegionNames)
