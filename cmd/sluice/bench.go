@@ -13,6 +13,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -34,7 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.Int("keys", 1, "callers spread over this many keys (1: one hot key)")
 	instances := fs.Int("instances", 2, "Limiters, each with its own store client")
 	duration := fs.Duration("duration", 5*time.Second, "how long to run")
-	limit := fs.Int64("limit", 0, "policy limit per --window (default 1000000, so almost every call is admitted; for concurrency, --concurrency)")
+	limit := fs.Int64("limit", 0, "policy limit per --window (default 1000000, so almost every call is admitted; for the sliding log, its most, 10000; for concurrency, --concurrency)")
 	window := fs.Duration("window", time.Second, "policy window")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal, runs over 2s), on, off")
 	metrics := metricsFlag(fs)
@@ -67,6 +68,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// The concurrency limit keeps one entry per lease and caps its
 		// Limit; each caller holds at most one lease at a time.
 		*limit = 1_000_000
+		if _, ok := alg.(algorithm.SlidingLog); ok {
+			*limit = algorithm.SlidingLogMaxLimit // a member per unit: its Limit is capped
+		}
 		if _, ok := alg.(core.Leaser); ok {
 			*limit = int64(*conc)
 		}

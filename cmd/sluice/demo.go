@@ -40,7 +40,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", demoSynopsis, stdout)
 	store := fs.String("store", "embedded", "store: embedded, memory, redis://…, valkey://…, memcache://…")
 	requests := fs.Int("requests", 200, "concurrent requests in each burst")
-	limit := fs.Int64("limit", 25, "units per window")
+	limit := fs.Int64("limit", 25, "units per window (at least 3: the demo's three HTTP instances each expect an admission after a refusal's Retry-After)")
 	window := fs.Duration("window", 2*time.Second, "window length")
 	httpAlg := fs.String("http-algorithm", "sliding-log", "algorithm of the HTTP instances")
 	metrics := metricsFlag(fs)
@@ -53,6 +53,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	p := core.Policy{Name: "demo", Limit: *limit, Window: *window}
 	if err := p.Validate(); err != nil {
 		return usageError{msg: err.Error()}
+	}
+	if *limit < 3 {
+		// Its checks expect each of three HTTP instances to be admitted
+		// after a refusal's Retry-After, and every algorithm to admit a
+		// whole limit again a window after a burst: under 1 or 2 the
+		// sliding counter's weighted last window refuses that, as it
+		// should, and the demo would report a failure that is not one.
+		return usagef("--limit must be at least 3 for the demo's checks (three HTTP instances, each admitted after Retry-After)")
 	}
 	if *window > time.Minute {
 		return usagef("--window above 1m would keep the demo waiting")

@@ -253,6 +253,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"simulate", "--pool", "--regions"}, exitUsage, "choose one"},
 		{[]string{"simulate", "--sync-period", "1s"}, exitUsage, "--sync-period is for --regions"},
 		{[]string{"conformance", "--store", "memory", "--timeout", "-1s"}, exitUsage, "--timeout"},
+		{[]string{"demo", "--store", "memory", "--limit", "2"}, exitUsage, "--limit must be at least 3"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := sluice(t, tt.args...)

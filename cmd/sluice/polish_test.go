@@ -80,6 +80,13 @@ func TestBenchConcurrencyDefaults(t *testing.T) {
 	}
 }
 
+// bench --algorithm sliding-log runs with every other flag at its
+// default: the default limit is the most a sliding log takes.
+func TestBenchSlidingLogDefaults(t *testing.T) {
+	code, out, errOut := sluice(t, "bench", "--store", "memory", "--algorithm", "sliding-log", "--duration", "200ms")
+	wantCode(t, code, exitOK, out, errOut)
+}
+
 // Counts are singular when they are one.
 func TestBenchSingularCounts(t *testing.T) {
 	code, out, errOut := sluice(t, "bench", "--store", "memory", "--duration", "100ms", "--keys", "1", "--concurrency", "1", "--instances", "1")
