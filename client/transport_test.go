@@ -595,12 +595,12 @@ func TestAConcurrencyLimitCountsRequestsInFlight(t *testing.T) {
 	}
 }
 
-// A server holds a request's concurrency unit until its handler returns,
-// which for a streamed body is after the headers have reached the client:
-// the unit comes back when the body has been read to its end or closed.
-func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
-	finish := make(chan struct{})
-	s := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 1, Window: time.Minute, LeaseTTL: time.Minute},
+// streamingServer is a server behind a concurrency limit of 1
+// ("in-flight"), whose handler, for a request with the query "stream",
+// writes "head ", flushes it, and writes "tail" once finish is closed (or
+// after 5 s): its unit is held until then. Other requests return at once.
+func streamingServer(t *testing.T, finish chan struct{}) *limitedServer {
+	return newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 1, Window: time.Minute, LeaseTTL: time.Minute},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.RawQuery != "stream" {
 				return
@@ -613,6 +613,14 @@ func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
 			}
 			io.WriteString(w, "tail")
 		}))
+}
+
+// A server holds a request's concurrency unit until its handler returns,
+// which for a streamed body is after the headers have reached the client:
+// the unit comes back when the body has been read to its end or closed.
+func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
+	finish := make(chan struct{})
+	s := streamingServer(t, finish)
 	c := &http.Client{Transport: &Transport{MaxWait: 5 * time.Second}}
 	if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
 		t.Fatalf("the first request: %d, %v", code, err)
@@ -658,18 +666,7 @@ func TestAConcurrencyUnitComesBackWithTheWholeBody(t *testing.T) {
 func TestASpentConcurrencyLimitHoldsFailFastRequests(t *testing.T) {
 	for _, tr := range []*Transport{{FailFast: true}, {MaxWait: -1}, {MaxWait: 300 * time.Millisecond}} {
 		finish := make(chan struct{})
-		s := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 1, Window: time.Minute, LeaseTTL: time.Minute},
-			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.RawQuery != "stream" {
-					return
-				}
-				io.WriteString(w, "head ")
-				http.NewResponseController(w).Flush()
-				select {
-				case <-finish:
-				case <-time.After(5 * time.Second):
-				}
-			}))
+		s := streamingServer(t, finish)
 		c := &http.Client{Transport: tr}
 		if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
 			t.Fatalf("the first request: %d, %v", code, err)
