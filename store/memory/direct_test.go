@@ -33,7 +33,10 @@ func TestBuiltInStepsDecideAsThroughTheInterface(t *testing.T) {
 			dt, tt := direct.Bind("ns").(*taker), through.Bind("ns").(*taker)
 			rng := rand.New(rand.NewPCG(1, uint64(len(alg.Name()))))
 			ids := []string{"a", "b", "c"}
-			now := time.Now().UnixMicro()
+			// An hour ahead of the wall clock, by which read judges expiry:
+			// a state the decisions keep must not expire between the two
+			// stores' reads (a fixed window's TTL can be a few ms).
+			now := time.Now().Add(time.Hour).UnixMicro()
 			admitted := 0
 			for i := range 3000 {
 				now += rng.Int64N(120_000)
