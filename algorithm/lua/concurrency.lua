@@ -65,10 +65,14 @@ if held >= limit then
 	return {0, limit, 0, tonumber(first[2]) - now, tonumber(last[2]) - now, 0}
 end
 
+-- The lease is written first, the expired ones dropped after: Redis
+-- refuses a script's write for OOM (maxmemory under noeviction) only while
+-- the script has written nothing, and only for commands that may grow
+-- memory (ZADD; not ZREMRANGEBYSCORE or DEL), so that on a full server the
+-- admission fails with OOM, having changed nothing. A key of another type
+-- must go first (ZADD would fail on it).
 if foreign then
 	redis.call('DEL', key)
-else
-	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 end
 local exp = now + leasettl
 if lease == '0' then
@@ -81,9 +85,17 @@ if lease == '0' then
 	end
 	held = held + 1
 else
-	-- A lease already held keeps its slot and gets the new expiry: ZADD
-	-- then adds 0.
-	held = held + redis.call('ZADD', key, exp, lease)
+	-- A lease already held keeps its slot and gets the new expiry; one
+	-- that had expired (still in the set until the trim below) counts as
+	-- new, as one that was never there.
+	local was = redis.call('ZSCORE', key, lease)
+	redis.call('ZADD', key, exp, lease)
+	if not was or tonumber(was) <= now then
+		held = held + 1
+	end
+end
+if not foreign then
+	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 end
 local last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
 -- The key lives until its last lease expires, after which it would read as

@@ -129,18 +129,28 @@ func TestOOMScriptNotUnknown(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := New(rdb, nil)
 	t.Cleanup(func() { _ = s.Close() })
-	for _, noScript := range []bool{false, true} {
-		lim, err := core.New(core.Config{Policy: core.Policy{Name: fmt.Sprint("oom", noScript), Limit: 10, Window: time.Minute},
-			Algorithm: algorithm.GCRA{}, Store: s, NoScript: noScript})
-		if err != nil {
-			t.Fatal(err)
+	// Every algorithm: the concurrency script's first write must be its
+	// lease (ZADD, which Redis checks for OOM), not the trim of expired
+	// leases (ZREMRANGEBYSCORE, which it does not check).
+	for _, alg := range algorithm.All() {
+		for _, noScript := range []bool{false, true} {
+			name := fmt.Sprintf("%s NoScript %v", alg.Name(), noScript)
+			lim, err := core.New(core.Config{Policy: core.Policy{Name: fmt.Sprintf("oom-%s-%v", alg.Name(), noScript), Limit: 10, Window: time.Minute, LeaseTTL: time.Minute},
+				Algorithm: alg, Store: s, NoScript: noScript})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := alg.(core.Leaser); ok {
+				_, _, err = lim.Acquire(ctx, "a")
+			} else {
+				_, err = lim.Allow(ctx, "a")
+			}
+			wantKnown(t, name+" under OOM", err)
+			if n, _ := srv.admin.Exists(ctx, lim.Key("a").String()).Result(); n != 0 {
+				t.Fatalf("%s: the key was written under OOM", name)
+			}
+			t.Logf("%s: %v", name, err)
 		}
-		_, err = lim.Allow(ctx, "a")
-		wantKnown(t, fmt.Sprintf("NoScript %v under OOM", noScript), err)
-		if n, _ := srv.admin.Exists(ctx, lim.Key("a").String()).Result(); n != 0 {
-			t.Fatalf("NoScript %v: the key was written under OOM", noScript)
-		}
-		t.Logf("NoScript %v: %v", noScript, err)
 	}
 }
 
