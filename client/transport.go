@@ -157,6 +157,7 @@ type policy struct {
 	reset     time.Time // when the quota is whole again; zero once refilled
 	quota     int64     // the whole quota (0: unknown)
 	inflight  int64     // requests sent against it and not yet answered
+	bodies    int64     // answered requests whose open body holds a unit (concurrency)
 	// interval is, for a bucket (Sluice's sluice-burst), the time one unit
 	// takes to come back (w/q); zero for a window, whose units come back
 	// only at its reset. accrued is when remaining was last brought up to
@@ -442,12 +443,19 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		}
 		if p.concurrent {
 			// r was counted with this request in flight, if admitted; its
-			// unit is back now, and the requests still in flight hold one
-			// each. Nothing resets at t: units come back with responses,
-			// so a spent limit lets one request out at a time (blind).
+			// unit is back now (hold takes it while its body is open),
+			// and the requests still unanswered may each hold one that r
+			// did not count. Of q, this client's own unanswered requests
+			// and open bodies hold one each: a client alone knows exactly,
+			// so it takes the fewer of the two. Nothing resets at t: units
+			// come back with responses, so a spent limit lets one request
+			// out at a time (blind).
 			left := it.r - p.inflight
 			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 				left++
+			}
+			if p.quota > 0 {
+				left = min(left, p.quota-p.inflight-p.bodies)
 			}
 			p.remaining, p.known, p.reset = left, true, time.Time{}
 			held = append(held, p)
@@ -514,10 +522,11 @@ func streams(resp *http.Response) bool {
 // back with the headers, until resp's body has been read to its end or
 // closed: the server releases it when its handler returns, after the last
 // byte. The request counts as in flight in s until then too, so that
-// requests that go one at a time wait for it.
+// requests that go one at a time wait for it; in each policy it counts as
+// an open body, which the server's r counted (see learn).
 func (t *Transport) hold(s *scope, held []*policy, resp *http.Response) {
 	for _, p := range held {
-		p.inflight++
+		p.bodies++
 		p.remaining--
 	}
 	s.inflight++
@@ -525,7 +534,7 @@ func (t *Transport) hold(s *scope, held []*policy, resp *http.Response) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		for _, p := range held {
-			p.inflight--
+			p.bodies--
 			if p.quota == 0 || p.remaining < p.quota {
 				p.remaining++
 			}

@@ -692,3 +692,52 @@ func TestASpentConcurrencyLimitHoldsFailFastRequests(t *testing.T) {
 		}
 	}
 }
+
+// Under a concurrency limit of 2 with both units held by open bodies,
+// closing one body gives its unit back: the next request goes at once, and
+// the server refuses nothing.
+func TestEachClosedBodyGivesItsUnitBack(t *testing.T) {
+	for _, tr := range []*Transport{{FailFast: true}, {MaxWait: time.Second}} {
+		finish := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+		s := newLimitedServerOf(t, algorithm.Concurrency{}, core.Policy{Name: "in-flight", Limit: 2, Window: time.Minute, LeaseTTL: time.Minute},
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ch, ok := finish[r.URL.RawQuery]
+				if !ok {
+					return
+				}
+				io.WriteString(w, "head ")
+				http.NewResponseController(w).Flush()
+				select {
+				case <-ch:
+				case <-time.After(5 * time.Second):
+				}
+			}))
+		c := &http.Client{Transport: tr}
+		if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
+			t.Fatalf("the first request: %d, %v", code, err)
+		}
+		bodies := map[string]*http.Response{}
+		for _, q := range []string{"a", "b"} {
+			resp, err := c.Get(s.URL + "?" + q)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("stream %s: %v, %v", q, resp, err)
+			}
+			bodies[q] = resp
+		}
+		close(finish["a"])
+		io.Copy(io.Discard, bodies["a"].Body)
+		bodies["a"].Body.Close()
+		start := time.Now()
+		if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK {
+			t.Errorf("FailFast %v: the request after one of two bodies closed: %d, %v; want it sent and admitted", tr.FailFast, code, err)
+		} else if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("FailFast %v: the request after one of two bodies closed waited %v", tr.FailFast, took)
+		}
+		close(finish["b"])
+		io.Copy(io.Discard, bodies["b"].Body)
+		bodies["b"].Body.Close()
+		if n := s.refused.Load(); n > 0 {
+			t.Errorf("FailFast %v: the server refused %d requests under a concurrency limit of 2", tr.FailFast, n)
+		}
+	}
+}
