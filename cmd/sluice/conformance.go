@@ -340,6 +340,40 @@ func (h cliHarness) Capabilities() conformance.Capabilities {
 // the algorithms only), so that both "gcra" and "Admission" select what
 // they name and nothing else.
 func runPattern(run string) string {
+	// go test splits -test.run at its top-level '|' before its '/': each
+	// alternative gets the prefix of its own.
+	alts := alternatives(run)
+	for i, a := range alts {
+		alts[i] = altPattern(a)
+	}
+	return strings.Join(alts, "|")
+}
+
+// alternatives splits a regexp at its top-level '|' (outside parentheses
+// and brackets), as go test splits -test.run.
+func alternatives(re string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(re); i++ {
+		switch re[i] {
+		case '\\':
+			i++
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case '|':
+			if depth == 0 {
+				out = append(out, re[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, re[start:])
+}
+
+// altPattern is runPattern for one alternative of --run.
+func altPattern(run string) string {
 	if strings.Contains(run, "/") {
 		return "TestConformance/.*/" + run
 	}
@@ -359,11 +393,21 @@ func runPattern(run string) string {
 	return "TestConformance/.*/^(" + strings.Join(quoted, "|") + ")$/" + run
 }
 
-// selectsSome reports whether --run names something the suite runs: its
-// part before a slash (all of it, without one) matches an algorithm or a
-// check run once per path, or, without a slash, a check of each
-// algorithm.
+// selectsSome reports whether each alternative of --run names something
+// the suite runs: its part before a slash (all of it, without one) matches
+// an algorithm or a check run once per path, or, without a slash, a check
+// of each algorithm.
 func selectsSome(run string) bool {
+	for _, a := range alternatives(run) {
+		if !altSelectsSome(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// altSelectsSome is selectsSome for one alternative of --run.
+func altSelectsSome(run string) bool {
 	first, _, slash := strings.Cut(run, "/")
 	re, err := regexp.Compile(first)
 	if err != nil {

@@ -119,3 +119,31 @@ func TestConformanceRunThatSelectsNothingIsAUsageError(t *testing.T) {
 		t.Errorf("--run Retention ran something else, or not it:\n%s", out)
 	}
 }
+
+// --run takes a regexp's top-level alternatives, each selecting what it
+// names: two algorithms, or a check of each algorithm and a check run
+// once per path.
+func TestConformanceRunTakesAlternatives(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "memory", "--run", "gcra|token-bucket")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, alg := range []string{"gcra", "token-bucket"} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == alg {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("--run gcra|token-bucket: no row for %s:\n%s", alg, out)
+		}
+	}
+	code, out, errOut = sluice(t, "conformance", "--store", "memory", "--run", "Admission$|Retention", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{"--- PASS: TestConformance/generic/gcra/Admission ", "--- PASS: TestConformance/generic/Retention "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--run Admission$|Retention ran no %s:\n%s", want, out)
+		}
+	}
+	code, out, errOut = sluice(t, "conformance", "--store", "memory", "--run", "gcra|gcar")
+	wantCode(t, code, exitUsage, out, errOut)
+}
