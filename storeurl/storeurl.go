@@ -73,8 +73,9 @@
 // Open makes no network call, except for valkey: go-redis and gomemcache
 // connect on first use, while valkey-go connects when its client is made, so
 // an unreachable valkey fails Open with an error matching
-// core.ErrUnavailable (never ErrBadURL); a valkey URL Open cannot open is
-// refused before it connects. Use Backend.Ping to check that a store
+// core.ErrUnavailable (never ErrBadURL), as does a memcached host that does
+// not resolve; a valkey URL Open cannot open is refused before it
+// connects. Use Backend.Ping to check that a store
 // answers.
 package storeurl
 
@@ -443,6 +444,9 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		}
 		if host == "" {
 			return nil, fmt.Errorf("no host in %q", hp)
+		}
+		if ip, _, _ := strings.Cut(host, "%"); strings.Contains(host, ":") && (net.ParseIP(ip) == nil || !strings.HasPrefix(hp, "[")) {
+			return nil, fmt.Errorf("bad host %q: an IPv6 address goes in brackets, [::1]:6379", hp)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("bad port %q in %q", port, hp)
@@ -824,7 +828,14 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	if err := p.done(); err != nil {
 		return nil, err
 	}
-	c := gomemcache.New(addrs...)
+	// gomemcache.New drops the error of resolving its servers, and its Ping
+	// over no server answers nil: a host that does not resolve would read
+	// as a store that answers and then fail every call.
+	var servers gomemcache.ServerList
+	if err := servers.SetServers(addrs...); err != nil {
+		return nil, &store.Error{Op: "open", Err: fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err)}
+	}
+	c := gomemcache.NewFromSelector(&servers)
 	c.Timeout, c.MaxIdleConns = timeout, idle
 	s := memcache.New(c, so)
 	ping := func(ctx context.Context) error {

@@ -129,6 +129,11 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"memcache://[::1]:1,,[::1]:2", "empty host"},
 		{"memcache://[::1]:99999,[::1]:2", `bad port "99999"`},
 		{"redis://[::1]:6379,[::1]:6380", "for a cluster use redis+cluster://"},
+		// An IPv6 address outside brackets: memcache opened it as
+		// "[::1:16701]:11211", whose Ping answered nil with no server.
+		{"memcache://::1:16701", "an IPv6 address goes in brackets"},
+		{"memcache://127.0.0.1:1,::1", "an IPv6 address goes in brackets"},
+		{"valkey://::1:6379", "an IPv6 address goes in brackets"},
 	}
 	for _, c := range cases {
 		b, err := storeurl.Open(c.url)
