@@ -445,7 +445,9 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		if host == "" {
 			return nil, fmt.Errorf("no host in %q", hp)
 		}
-		if ip, _, _ := strings.Cut(host, "%"); strings.Contains(host, ":") && (net.ParseIP(ip) == nil || !strings.HasPrefix(hp, "[")) {
+		if ip, _, _ := strings.Cut(host, "%"); strings.HasPrefix(hp, "[") && net.ParseIP(ip) == nil {
+			return nil, fmt.Errorf("bad IPv6 address %q in %q", host, hp)
+		} else if !strings.HasPrefix(hp, "[") && strings.Contains(host, ":") {
 			return nil, fmt.Errorf("bad host %q: an IPv6 address goes in brackets, [::1]:6379", hp)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
@@ -456,19 +458,16 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 	return out, nil
 }
 
-// hostName checks one host of a list that url.Parse did not read (see
-// takeHostList): an IP address in brackets, or a name of letters, digits,
-// '.', '-' and '_'.
+// hostName checks the name of one host of a list that url.Parse did not
+// read (see takeHostList): letters, digits, '.', '-' and '_'. An address
+// in brackets is hosts' to check, as for every list.
 func hostName(hp string) error {
+	if strings.HasPrefix(hp, "[") {
+		return nil
+	}
 	host, _, err := net.SplitHostPort(hp)
 	if err != nil {
-		host = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
-	}
-	if strings.HasPrefix(hp, "[") {
-		if ip, _, _ := strings.Cut(host, "%"); net.ParseIP(ip) == nil {
-			return fmt.Errorf("bad IPv6 address %q in %q", host, hp)
-		}
-		return nil
+		host = hp
 	}
 	for _, c := range []byte(host) {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
