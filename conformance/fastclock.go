@@ -22,13 +22,16 @@ func fastClockPolicy() core.Policy {
 		MaxDelay: 30 * time.Second, LeaseTTL: time.Minute}
 }
 
-// skewOf is the clock skew the store allows for: what it declares
+// skewOf is the clock skew the store allows for (storeSkew).
+func (e *env) skewOf() time.Duration { return storeSkew(e.stores[0], e.caps) }
+
+// storeSkew is the clock skew store s allows for: what it declares
 // (store.ClockSkewer), else what the harness declares.
-func (e *env) skewOf() time.Duration {
-	if sk, ok := e.stores[0].(store.ClockSkewer); ok {
+func storeSkew(s store.Store, caps Capabilities) time.Duration {
+	if sk, ok := s.(store.ClockSkewer); ok {
 		return max(sk.ClockSkew(), 0)
 	}
-	return e.caps.ClockSkew
+	return caps.ClockSkew
 }
 
 // checkFastClock: one instance of the fleet runs an hour ahead (a clock set

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 )
 
 // The Retention check's policy window, and the margin it leaves for a
@@ -39,10 +38,7 @@ func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool)
 	drainer, asker := h.NewStore(t), h.NewStore(t)
 	window := retentionWindow
 	if !script {
-		skew := h.Capabilities().ClockSkew
-		if sk, ok := drainer.(store.ClockSkewer); ok {
-			skew = max(sk.ClockSkew(), 0)
-		}
+		skew := storeSkew(drainer, h.Capabilities())
 		if window = max(window, retentionSkews*skew); window > retentionMaxWindow {
 			t.Skipf("the store adds a clock skew of %v to its TTLs: a state %d times as long, so that a TTL shortened by a quarter ends before it, "+
 				"would take longer than %v to wait out", skew, retentionSkews, retentionMaxWindow)

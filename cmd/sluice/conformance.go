@@ -36,7 +36,7 @@ const childEnv = "SLUICE_CONFORMANCE_STORE"
 
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conformance", conformanceSynopsis, stdout)
-	store := fs.String("store", "", "store to test (required): memory, embedded, redis://…, valkey://…, memcache://…")
+	spec := fs.String("store", "", "store to test (required): memory, embedded, redis://…, valkey://…, memcache://…")
 	run := fs.String("run", "", "only the algorithms, or else the checks, whose name matches this `regexp`; algorithm/check for both (e.g. gcra, Admission, gcra/Admission$)")
 	verbose := fs.Bool("v", false, "print the suite's whole output")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
@@ -44,7 +44,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *store == "" {
+	if *spec == "" {
 		return usagef("--store is required")
 	}
 	if *skew <= 0 || *skew > time.Hour {
@@ -63,7 +63,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 				*run, strings.Join(algorithmNames(), ", "), strings.Join(perAlg, ", "), strings.Join(perPath, ", "))
 		}
 	}
-	b, err := openBackend(ctx, *store) // fail fast, exit 3, on a store that does not answer
+	b, err := openBackend(ctx, *spec) // fail fast, exit 3, on a store that does not answer
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	// is the one to declare, and a --clock-skew that says otherwise is a
 	// mistake to name here, not a failed Capabilities check.
 	if s, closeStore, err := b.NewStore(); err == nil {
-		if sk, ok := s.(interface{ ClockSkew() time.Duration }); ok && b.Shared {
+		if sk, ok := s.(store.ClockSkewer); ok && b.Shared {
 			given := false
 			fs.Visit(func(f *flag.Flag) { given = given || f.Name == "clock-skew" })
 			switch {
@@ -101,7 +101,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		cargs = append(cargs, "-test.run", runPattern(*run))
 	}
 	cmd := exec.CommandContext(ctx, self, cargs...)
-	cmd.Env = append(os.Environ(), childEnv+"="+*store, "SLUICE_CONFORMANCE_SKEW="+skew.String())
+	cmd.Env = append(os.Environ(), childEnv+"="+*spec, "SLUICE_CONFORMANCE_SKEW="+skew.String())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	fmt.Fprintf(stdout, "conformance suite against %s…\n", name)
