@@ -437,8 +437,12 @@ func (l *Limiter) take(ctx context.Context, identity string, n int64) (Decision,
 // timer starts timing a store call for the Observer: the zero time
 // (untimed) without one, and for an in-process store, whose decisions are
 // not store calls.
-func (l *Limiter) timer() time.Time {
-	if l.cfg.Observer == nil || l.local {
+func (l *Limiter) timer() time.Time { return timer(l.cfg.Observer != nil, l.local) }
+
+// timer is the start of a store call to time: the zero time unless it is
+// observed and the store is not in process.
+func timer(observed, local bool) time.Time {
+	if !observed || local {
 		return time.Time{}
 	}
 	return time.Now()

@@ -280,10 +280,7 @@ func (m *Multi) allow(ctx context.Context, identity string, limits *Limits, n in
 	if err := m.checkInput(identity, limits, n); err != nil {
 		return Decision{}, states, 0, err
 	}
-	var start time.Time
-	if m.cfg.Observer != nil && !m.local { // an in-process store's decision is no store call
-		start = time.Now()
-	}
+	start := timer(m.cfg.Observer != nil, m.local)
 	states, err := m.decide(ctx, identity, limits, n, states, &at)
 	var d Decision
 	storeErr := err
