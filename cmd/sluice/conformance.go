@@ -206,9 +206,7 @@ func parseSkips(out []byte) map[string]string {
 		t := strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(t, "=== "):
-			if f := strings.Fields(t); len(f) == 3 {
-				cur = f[2]
-			}
+			cur = logsOf(t, cur)
 		case strings.HasPrefix(t, "--- SKIP: "):
 			if f := strings.Fields(t); len(f) >= 3 {
 				if name, ok := strings.CutPrefix(f[2], "TestConformance/"); ok {
@@ -224,6 +222,15 @@ func parseSkips(out []byte) map[string]string {
 		}
 	}
 	return skips
+}
+
+// logsOf is the test whose log lines follow the "=== RUN" (NAME, CONT)
+// line t, or cur when t names none.
+func logsOf(t, cur string) string {
+	if f := strings.Fields(t); len(f) == 3 {
+		return f[2]
+	}
+	return cur
 }
 
 // printSkips prints one line per skipped test with the reason the suite
@@ -260,9 +267,7 @@ func printFailures(w io.Writer, out []byte) {
 		l := sc.Text()
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "=== ") {
-			if f := strings.Fields(t); len(f) == 3 {
-				cur = f[2]
-			}
+			cur = logsOf(t, cur)
 			continue
 		}
 		if strings.HasPrefix(t, "--- PASS") || strings.HasPrefix(t, "--- SKIP") || t == "PASS" {
