@@ -355,8 +355,8 @@ func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, 
 // whether it would go out blind (nothing learned yet, a policy whose count
 // is unknown, or one known spent with no reset time, which is then by: a
 // concurrency limit whose units are out), in which case only one request
-// may be out at a time. A policy past its reset is
-// refilled to its quota, once.
+// may be out at a time. A policy past its reset is refilled to its quota,
+// once.
 func (s *scope) state(now time.Time) (wait time.Duration, by string, blind bool) {
 	wait, blind = s.blocked.Sub(now), !s.learned
 	for name, p := range s.policies {
@@ -451,7 +451,7 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 			// come back with responses, so a spent limit lets one request
 			// out at a time (blind).
 			left := it.r - p.inflight
-			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+			if !refusal(resp) {
 				left++
 			}
 			if p.quota > 0 {
@@ -479,7 +479,7 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		t.hold(s, held, resp)
 	}
 	var ra time.Duration
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+	if refusal(resp) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
 			ra = d
 			if until := now.Add(d); until.After(s.blocked) {
@@ -503,14 +503,19 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	return ra
 }
 
+// refusal reports whether resp refuses its request: a 429, or a 503 (which
+// may carry a Retry-After).
+func refusal(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+}
+
 // streams reports whether resp is an admitted response whose body may still
 // be coming: the server's handler, and the concurrency unit it holds, may
 // outlast the headers. A refusal holds no unit, and an upgraded connection
 // (101) is the caller's from then on.
 func streams(resp *http.Response) bool {
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable,
-		resp.StatusCode == http.StatusSwitchingProtocols:
+	case refusal(resp), resp.StatusCode == http.StatusSwitchingProtocols:
 		return false
 	case resp.Body == nil, resp.Body == http.NoBody, resp.ContentLength == 0:
 		return false
