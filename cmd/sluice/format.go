@@ -23,3 +23,20 @@ func count(n int, word string) string {
 	}
 	return strconv.Itoa(n) + " " + word + "s"
 }
+
+// rate prints a rate given per second in the first of /s, /min and /h in
+// which it reaches 10 (or per hour): whole units from 10, two significant
+// digits below. A long window's rates printed per second all read "0/s".
+func rate(perSecond float64) string {
+	v, unit := perSecond, "/s"
+	if v < 10 {
+		v, unit = perSecond*60, "/min"
+	}
+	if v < 10 {
+		v, unit = perSecond*3600, "/h"
+	}
+	if v >= 10 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + unit
+	}
+	return strconv.FormatFloat(v, 'g', 2, 64) + unit
+}

@@ -200,3 +200,33 @@ func TestDemoLeakyAndRetryAfter(t *testing.T) {
 		t.Errorf("part 2 prints no Retry-After in whole seconds:\n%s", out)
 	}
 }
+
+// An algorithm named twice is a usage error: it would be run and reported
+// twice, which reads as two contenders.
+func TestAlgorithmNamedTwice(t *testing.T) {
+	code, out, errOut := sluice(t, "simulate", "--algorithms", "gcra,gcra", "--out", "")
+	wantCode(t, code, exitUsage, out, errOut)
+	if !strings.Contains(errOut, `"gcra" is named twice`) {
+		t.Errorf("stderr %q does not name the algorithm given twice", errOut)
+	}
+}
+
+// bench --limit 0 is a bad limit, not the default: the default is what
+// an absent --limit gets.
+func TestBenchLimitZero(t *testing.T) {
+	code, out, errOut := sluice(t, "bench", "--store", "memory", "--duration", "100ms", "--limit", "0")
+	wantCode(t, code, exitUsage, out, errOut)
+	if !strings.Contains(errOut, "--limit must be positive") {
+		t.Errorf("stderr %q does not say --limit must be positive", errOut)
+	}
+}
+
+// With more callers than CPUs, bench says that its max latency includes a
+// caller's wait for a CPU, which an in-process store's max mostly is.
+func TestBenchMaxLatencyExplained(t *testing.T) {
+	code, out, errOut := sluice(t, "bench", "--store", "memory", "--duration", "100ms", "--concurrency", "1000")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "1000 callers on ") || !strings.Contains(out, "waited for a CPU") {
+		t.Errorf("bench output does not say its max includes waits for a CPU:\n%s", out)
+	}
+}

@@ -134,6 +134,11 @@ func parseAlgorithms(s string) ([]core.Algorithm, error) {
 		if err != nil {
 			return nil, usageError{msg: err.Error()}
 		}
+		for _, b := range out {
+			if b.Name() == a.Name() {
+				return nil, usagef("%q is named twice in %q", a.Name(), s)
+			}
+		}
 		out = append(out, a)
 	}
 	if len(out) == 0 {

@@ -50,8 +50,8 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 		sc.Period = period
 	}
 	fmt.Fprintf(stdout, "one global limit of %d per %s over regions a, b, c (floor %d each)\n", limit, window, limit/12)
-	fmt.Fprintf(stdout, "a asks %.0f/s until %s, then b does; c asks %.0f/s throughout; b is cut off from the coordinator %s–%s\n",
-		sc.Busy, sc.ShiftAt, sc.Quiet, sc.CutFrom, sc.CutTo)
+	fmt.Fprintf(stdout, "a asks %s until %s, then b does; c asks %s throughout; b is cut off from the coordinator %s–%s\n",
+		rate(sc.Busy), sc.ShiftAt, rate(sc.Quiet), sc.CutFrom, sc.CutTo)
 	var results []simulate.RegionsResult
 	for _, mode := range []region.Mode{region.Static, region.Synced, region.Slack} {
 		if err := ctx.Err(); err != nil {

@@ -51,3 +51,13 @@ func TestSimulateRegionsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// A long window's rates are printed in a unit that shows them: 100 hours
+// asked "0/s".
+func TestSimulateRegionsLongWindowRates(t *testing.T) {
+	code, out, errOut := sluice(t, "simulate", "--regions", "--out", "", "--window", "100h")
+	wantCode(t, code, exitOK, out, errOut)
+	if strings.Contains(out, " 0/s") || !strings.Contains(out, "/h") {
+		t.Errorf("rates of a 100h window not shown per hour:\n%s", out)
+	}
+}
