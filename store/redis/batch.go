@@ -65,6 +65,6 @@ func (b *batcher) do(ctx context.Context, c *call) (err error, held bool) {
 	case batch.NotSent:
 		return &store.Error{Op: "script", Err: ctx.Err()}, true
 	default:
-		return store.UnknownOutcome(&store.Error{Op: "script", Err: ctx.Err()}), true
+		return &store.Error{Op: "script", Err: store.UnknownOutcome(ctx.Err())}, true
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,10 @@ return {1, 0, 0, 0, 0, 0}`)
 	_, err := s.RunScript(ctxT(t), sc, store.Key{Namespace: "w", Identity: t.Name()}, store.ScriptArgs{})
 	if !errors.Is(err, core.ErrOutcomeUnknown) {
 		t.Fatalf("a script that failed after a write: %v; want an unknown outcome", err)
+	}
+	// Worded as on every store: the store's error, then what is known.
+	if want := "sluice: store script: outcome unknown: "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q does not start %q", err, want)
 	}
 }
 

@@ -121,11 +121,10 @@ func storeError(op string, err error) error {
 	if errors.Is(err, core.ErrOutcomeUnknown) {
 		return err
 	}
-	se := &store.Error{Op: op, Err: err}
 	if notRun(err) {
-		return se
+		return &store.Error{Op: op, Err: err}
 	}
-	return store.UnknownOutcome(se)
+	return &store.Error{Op: op, Err: store.UnknownOutcome(err)}
 }
 
 func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }

@@ -81,6 +81,6 @@ func (b *batcher) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valk
 	case batch.NotSent: // v is left to the collector: the queue may still hold it
 		return valkeygo.ValkeyResult{}, &store.Error{Op: "script", Err: ctx.Err()}
 	default:
-		return valkeygo.ValkeyResult{}, store.UnknownOutcome(&store.Error{Op: "script", Err: ctx.Err()})
+		return valkeygo.ValkeyResult{}, &store.Error{Op: "script", Err: store.UnknownOutcome(ctx.Err())}
 	}
 }
