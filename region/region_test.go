@@ -551,6 +551,31 @@ func TestRunReportsFailedSyncs(t *testing.T) {
 	}
 }
 
+// A Sync whose reads of the other regions' reports all fail alike says
+// the store's error once, naming the regions: three regions' reads failed
+// with one line repeated per region.
+func TestSyncErrorSaysEachFailureOnce(t *testing.T) {
+	r, err := region.New(region.Config{
+		Mode: region.Synced, Region: "a",
+		Members:     []region.Member{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
+		Limiter:     core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)},
+		Coordinator: deadCoordinator{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Sync(context.Background())
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Sync against a dead coordinator: %v, want an error matching core.ErrUnavailable", err)
+	}
+	if n := strings.Count(err.Error(), "connection refused"); n != 1 {
+		t.Errorf("Sync's error says the store's error %d times, want once:\n%v", n, err)
+	}
+	if !strings.Contains(err.Error(), "b, c, d") {
+		t.Errorf("Sync's error does not name the regions whose reports it could not read (b, c, d):\n%v", err)
+	}
+}
+
 // A Region that New did not make has no limiter to decide with: it says so
 // with an error, as a zero core.Limiter does, and its getters answer zero
 // values instead of panicking.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -177,6 +179,33 @@ func (r *Region) exchange(ctx context.Context, m *syncRound) error {
 	return nil
 }
 
+// readErrors joins the errors of the reads of other regions' reports, each
+// distinct message once, with the regions it came from: a deadline met by
+// every read is one line, not one per region.
+func readErrors(names []string, errs []error) error {
+	var out []error
+	var from [][]string
+	for j, err := range errs {
+		if err == nil {
+			continue
+		}
+		i := slices.IndexFunc(out, func(e error) bool { return e.Error() == err.Error() })
+		if i < 0 {
+			i = len(out)
+			out, from = append(out, err), append(from, nil)
+		}
+		from[i] = append(from[i], names[j])
+	}
+	for i, err := range out {
+		what := "the report of "
+		if len(from[i]) > 1 {
+			what = "the reports of "
+		}
+		out[i] = fmt.Errorf("reading %s%s: %w", what, strings.Join(from[i], ", "), err)
+	}
+	return errors.Join(out...)
+}
+
 // read reads every other region's report, in parallel, into m.
 func (r *Region) read(ctx context.Context, m *syncRound) error {
 	var wg sync.WaitGroup
@@ -189,7 +218,7 @@ func (r *Region) read(ctx context.Context, m *syncRound) error {
 		wg.Go(func() { errs[j] = r.coord.Update(ctx, r.keys[j], &reads[j]) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := readErrors(r.names, errs); err != nil {
 		return err
 	}
 	after := r.clock.Now()
