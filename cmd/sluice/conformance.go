@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,6 +131,16 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		if !*verbose {
 			fmt.Fprintln(stdout, "\nfailures:")
 			printFailures(stdout, out.Bytes())
+		}
+		// A store that went away during the run failed no check of its
+		// own: say so, and exit as for one that never answered.
+		if b, err := openBackend(ctx, *spec); err != nil {
+			var lost unreachableError
+			if errors.As(err, &lost) {
+				return unreachableError{fmt.Errorf("the store stopped answering during the suite, so the failures above say nothing of its conformance: %w", lost.err)}
+			}
+		} else {
+			b.Close()
 		}
 		return errFailed
 	}

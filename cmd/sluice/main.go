@@ -11,7 +11,8 @@
 //
 // Exit codes: 0 success; 1 the job ran and failed (a conformance check, a
 // demo that admitted the wrong count); 2 bad usage (unknown flag, bad URL,
-// unknown algorithm); 3 the store could not be reached.
+// unknown algorithm); 3 the store could not be reached (for conformance,
+// also a store that stopped answering during the suite).
 package main
 
 import (
