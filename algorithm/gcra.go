@@ -146,3 +146,15 @@ func tatDecode(s []byte, v byte) (t int64, ok bool) {
 func tatEncode(buf []byte, v byte, t int64) []byte {
 	return binary.BigEndian.AppendUint64(append(stateBuf(buf, gcraLen), v), uint64(t))
 }
+
+// Uncharged is ResetAfter before the n units of admission d were charged
+// (core.Uncharger): its TAT, n·T earlier.
+func (GCRA) Uncharged(d core.Decision, n int64, p *core.Policy) time.Duration {
+	return unchargedTAT(d, n, p)
+}
+
+// unchargedTAT is ResetAfter of an admission whose one time moved n·T
+// later, without the move.
+func unchargedTAT(d core.Decision, n int64, p *core.Policy) time.Duration {
+	return max(0, d.ResetAfter-core.Micros(n*p.IntervalMicros()))
+}

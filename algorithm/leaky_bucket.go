@@ -146,3 +146,9 @@ func lbDecode(s []byte) (drain int64, ok bool) {
 func lbEncode(buf []byte, drain int64) []byte {
 	return binary.BigEndian.AppendUint64(append(stateBuf(buf, lbLen), lbVersion), uint64(drain))
 }
+
+// Uncharged is ResetAfter before the n units of admission d were charged
+// (core.Uncharger): its drain time, n·T earlier.
+func (LeakyBucket) Uncharged(d core.Decision, n int64, p *core.Policy) time.Duration {
+	return unchargedTAT(d, n, p)
+}

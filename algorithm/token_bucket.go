@@ -109,3 +109,9 @@ const tbVersion = 0x22
 func tbDecode(s []byte) (full int64, ok bool) { return tatDecode(s, tbVersion) }
 
 func tbEncode(buf []byte, full int64) []byte { return tatEncode(buf, tbVersion, full) }
+
+// Uncharged is ResetAfter before the n units of admission d were charged
+// (core.Uncharger): its full time, n·T earlier.
+func (TokenBucket) Uncharged(d core.Decision, n int64, p *core.Policy) time.Duration {
+	return unchargedTAT(d, n, p)
+}

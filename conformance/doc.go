@@ -156,8 +156,10 @@
 //     limits, and the calendar): a three-limit set on one identity over
 //     core.Multi, each limit binding in turn, 200 concurrent calls: exactly
 //     what the Go steps admit all or nothing, a refused request charging no
-//     limit, no over-admission without a Clock, and refunds of multi-limit
-//     charges that hold no more than the smallest quota.
+//     limit, no over-admission without a Clock, refunds of multi-limit
+//     charges that hold no more than the smallest quota, and a refusal
+//     reporting each limit that would have admitted as it stands
+//     (Uncharged).
 //
 // # Limits
 //

@@ -180,6 +180,7 @@ func checkMulti(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
 			}
 			t.Run("NoClock", func(t *testing.T) { checkMultiNoClock(t, e) })
 			t.Run("Refunds", func(t *testing.T) { checkMultiRefunds(t, e) })
+			t.Run("Uncharged", func(t *testing.T) { checkMultiUncharged(t, e) })
 		})
 	}
 }
@@ -234,6 +235,46 @@ func checkMultiNoClock(t testing.TB, e *env) {
 	}
 	if decided == concurrentCalls && got == 0 {
 		t.Errorf("%s: nothing admitted from a fresh identity", e.alg.Name())
+	}
+}
+
+// checkMultiUncharged: a refused multi-limit decision charges nothing, so
+// a limit that would have admitted reports what it has as it stands: the
+// Remaining and ResetAfter of a Limiter alone on the same policy charged
+// as that limit was (ResetAfter errs late only for the sliding log), and
+// with its quota whole, a reset of zero.
+func checkMultiUncharged(t testing.TB, e *env) {
+	p := core.Policy{Name: "own", Limit: 10, Window: time.Hour}
+	gate := core.Limit{Policy: core.Policy{Name: "gate", Limit: 1, Window: core.MaxWindow}, Algorithm: algorithm.GCRA{}}
+	ls := core.MustLimits(core.Limit{Policy: p, Algorithm: e.alg}, gate)
+	clock := core.NewManualClock(epoch)
+	m := e.multi(t, e.stores[0], clock)
+	l := e.limiter(t, e.stores[0], p, clock)
+	alone := identity(t, l)
+	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
+	forgetMulti(t, e, id, ls)
+	ctx := t.Context()
+	if d, _, err := m.Allow(ctx, id, ls, nil); err != nil || !d.Allowed {
+		t.Fatalf("%s: a fresh identity's first multi-limit call: %+v %v", e.alg.Name(), d, err)
+	}
+	want, _ := e.take(t, l, alone, 1)
+	d, states, err := m.Allow(ctx, id, ls, nil)
+	if err != nil || d.Allowed || len(states) != 2 || !states[0].Allowed {
+		t.Fatalf("%s: the second call: %+v %+v %v; want refused by %q alone", e.alg.Name(), d, states, err, gate.Policy.Name)
+	}
+	got := states[0]
+	_, late := e.alg.(algorithm.SlidingLog)
+	if got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter && !(late && got.ResetAfter > want.ResetAfter) {
+		t.Errorf("%s: refused, %q reports Remaining %d, ResetAfter %v; as it stands it has %d, resetting in %v", e.alg.Name(), got.Name, got.Remaining, got.ResetAfter, want.Remaining, want.ResetAfter)
+	}
+	// ResetAfter is when the quota is whole again, nothing else admitted.
+	clock.Advance(want.ResetAfter)
+	d, states, err = m.Allow(ctx, id, ls, nil)
+	if err != nil || d.Allowed || len(states) != 2 || !states[0].Allowed {
+		t.Fatalf("%s: %v on, when the limit alone reset: %+v %+v %v; want refused by %q alone", e.alg.Name(), want.ResetAfter, d, states, err, gate.Policy.Name)
+	}
+	if got := states[0]; got.Remaining != got.Limit || got.ResetAfter != 0 {
+		t.Errorf("%s: refused with %q's quota whole: Remaining %d of %d, ResetAfter %v; want the whole quota, resetting in 0s", e.alg.Name(), got.Name, got.Remaining, got.Limit, got.ResetAfter)
 	}
 }
 

@@ -34,6 +34,18 @@ type PolicyChecker interface {
 	CheckPolicy(p *Policy) error
 }
 
+// Uncharger is implemented by an algorithm whose admission moves
+// ResetAfter later by the units it charged (GCRA, the token bucket and the
+// leaky bucket push their one time later by n·IntervalMicros). Uncharged
+// returns the ResetAfter that d, an admission of n at p, would have
+// reported had the n units not been charged: what a refused multi-limit
+// decision, which charges nothing, reports for a limit that would have
+// admitted. For any other algorithm it reports ResetAfter as it was, which
+// errs late (the sliding log's) or is exact (a window's end).
+type Uncharger interface {
+	Uncharged(d Decision, n int64, p *Policy) time.Duration
+}
+
 // Clamper is implemented by an algorithm whose state holds times (all seven
 // of package algorithm). A Limiter over a store that declares a clock skew
 // (ClockSkewer) runs Clamp before every step of its own clock: a state

@@ -143,8 +143,10 @@ type LimitState struct {
 	Name string
 	// Decision is this limit's own answer. Allowed reports whether this
 	// limit alone would admit the request; when the request as a whole was
-	// refused, nothing was charged, and Remaining is what this limit still
-	// has. RetryAfter is zero for a limit that would admit.
+	// refused, nothing was charged, and Remaining and ResetAfter are what
+	// this limit has as it stands (ResetAfter is exact for every algorithm
+	// but the sliding log, whose reset is reported as if charged, which
+	// errs late). RetryAfter is zero for a limit that would admit.
 	Decision
 	// Window is the limit's Policy.Window (for the RateLimit-Policy field).
 	Window time.Duration
@@ -491,19 +493,28 @@ func (m *Multi) script(ctx context.Context, identity string, limits *Limits, n i
 		states = append(states, LimitState{Name: l.p.Name, Window: l.p.Window, Decision: ScriptDecision(r)})
 	}
 	if !allowed {
-		uncharge(states, n)
+		uncharge(states, limits, n)
 	}
 	return states, nil
 }
 
 // uncharge turns the states of a refused decision into what each limit
-// still has: the limits that would have admitted were not charged.
-func uncharge(states []LimitState, n int64) {
+// still has: the limits that would have admitted were not charged. A limit
+// with its quota whole resets in no time (Decision.ResetAfter).
+func uncharge(states []LimitState, ls *Limits, n int64) {
 	for i := range states {
-		if d := &states[i].Decision; d.Allowed {
-			d.Remaining = min(d.Remaining+n, d.Limit)
-			d.Delay = 0
+		d := &states[i].Decision
+		if !d.Allowed {
+			continue
 		}
+		if u, ok := ls.ls[i].alg.(Uncharger); ok {
+			d.ResetAfter = u.Uncharged(*d, n, &ls.ls[i].p)
+		}
+		d.Remaining = min(d.Remaining+n, d.Limit)
+		if d.Remaining == d.Limit {
+			d.ResetAfter = 0
+		}
+		d.Delay = 0
 	}
 }
 
@@ -570,7 +581,7 @@ func (mu *multiMutation) Apply(state []byte) ([]byte, time.Duration) {
 		ttl = max(ttl, t)
 	}
 	if !allowed {
-		uncharge(mu.states, mu.n)
+		uncharge(mu.states, mu.ls, mu.n)
 		return nil, 0
 	}
 	mu.out = mu.out[:0]
