@@ -31,8 +31,8 @@ return 0`)
 // swap did not run; a swap is never sent twice), too many lost swaps
 // (core.ErrContention), or ctx's end.
 func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
-	if s.client == nil {
-		return &store.Error{Op: "update", Err: errNoClient}
+	if err := s.ready("update"); err != nil {
+		return err
 	}
 	if m == nil {
 		return &store.Error{Op: "update", Err: errNilMutation}

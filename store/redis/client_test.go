@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -169,5 +170,37 @@ func TestStoreNilClient(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
+	}
+}
+
+// Calls after Close fail, and write nothing, also when the store sends
+// through the caller's client, which Close leaves open.
+func TestCallsAfterCloseFailOnASharedClient(t *testing.T) {
+	user := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	if s.Client() != user {
+		t.Fatal("the test needs a client the store uses as it is")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var key store.Key
+	for _, noScript := range []bool{false, true} {
+		l, err := core.New(core.Config{Policy: core.PerSecond("after-close", 5), Algorithm: algorithm.GCRA{}, Store: s, NoScript: noScript})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = l.Key(t.Name())
+		t.Cleanup(func() { user.Del(context.Background(), key.String()) })
+		if d, err := l.Allow(ctxT(t), t.Name()); !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Errorf("NoScript %v: Allow after Close: %+v %v; want an error matching ErrUnavailable, not an unknown outcome", noScript, d, err)
+		}
+	}
+	if err := s.Delete(ctxT(t), key); !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("Delete after Close: %v, want an error matching ErrUnavailable", err)
+	}
+	if n, err := user.Exists(ctxT(t), key.String()).Result(); err != nil || n != 0 {
+		t.Errorf("a key was written after Close (%d, %v)", n, err)
 	}
 }

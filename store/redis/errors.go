@@ -14,6 +14,9 @@ import (
 // errNoClient is returned by every call on a Store built with a nil client.
 var errNoClient = errors.New("sluice/redis: the store has no client (New was given nil)")
 
+// errClosed is returned by every call after Close.
+var errClosed = errors.New("sluice/redis: store is closed")
+
 // errNilScript is returned by RunScript for a nil script.
 var errNilScript = errors.New("sluice/redis: RunScript: nil script")
 
@@ -101,7 +104,7 @@ func hasCode(s string, codes []string) bool {
 // command of a pipeline, and a failed read comes after the command went out.
 func notSent(err error) bool {
 	if errors.Is(err, goredis.ErrClosed) || errors.Is(err, goredis.ErrPoolTimeout) ||
-		errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, errNoClient) {
+		errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, errNoClient) || errors.Is(err, errClosed) {
 		return true
 	}
 	var op *net.OpError

@@ -9,7 +9,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
 )
 
 // evictionCheckEvery is how often a store reads its servers' eviction
@@ -38,8 +37,8 @@ const evictionCheckTimeout = 2 * time.Second
 // is built, again when its own client opens a new connection (at most every
 // 10 s), and every minute, never per decision, until Close.
 func (s *Store) Check(ctx context.Context) error {
-	if s.client == nil {
-		return &store.Error{Op: "check", Err: errNoClient}
+	if err := s.ready("check"); err != nil {
+		return err
 	}
 	var (
 		mu    sync.Mutex

@@ -31,9 +31,10 @@ var multiArgsPool = sync.Pool{New: func() any { return new(multiArgs) }}
 // whose outcome is unknown. It does not go through the batcher: the call
 // is one round trip of its own.
 func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []store.Key, args []int64, reply []int64) ([]int64, error) {
+	if err := s.ready("script"); err != nil {
+		return reply, err
+	}
 	switch {
-	case s.client == nil:
-		return reply, &store.Error{Op: "script", Err: errNoClient}
 	case sc == nil:
 		return reply, &store.Error{Op: "script", Err: errNilScript}
 	case len(keys) == 0:

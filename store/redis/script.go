@@ -27,8 +27,8 @@ const maxResends = 4
 // NOREPLICAS; see the package doc's Errors). RunScript returns by ctx's
 // deadline.
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
-	if s.client == nil {
-		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoClient}
+	if err := s.ready("script"); err != nil {
+		return store.ScriptResult{}, err
 	}
 	if sc == nil {
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNilScript}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/store"
@@ -36,6 +37,7 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool // set by Close: later calls fail, on any client
 }
 
 // New returns a Store over c. It never fails: a nil c gives a store whose
@@ -116,6 +118,7 @@ func (s *Store) Client() goredis.UniversalClient { return s.client }
 // matching core.ErrUnavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		s.watch.stop()
 		if s.owned {
 			s.closeErr = s.client.Close()
@@ -124,10 +127,23 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// ready reports why the store cannot take a call, or nil: it has no
+// client, or it is closed (a client given to New stays open after Close,
+// so the store must refuse for it).
+func (s *Store) ready(op string) error {
+	switch {
+	case s.client == nil:
+		return &store.Error{Op: op, Err: errNoClient}
+	case s.closed.Load():
+		return &store.Error{Op: op, Err: errClosed}
+	}
+	return nil
+}
+
 // Delete removes key's state (store.Deleter, for Limiter.Reset).
 func (s *Store) Delete(ctx context.Context, key store.Key) error {
-	if s.client == nil {
-		return &store.Error{Op: "delete", Err: errNoClient}
+	if err := s.ready("delete"); err != nil {
+		return err
 	}
 	cmd := goredis.NewIntCmd(ctx, "del", key.String())
 	if err := s.process(ctx, cmd); err != nil {
