@@ -202,6 +202,9 @@ func New(cfg Config) (*Limiter, error) {
 	if store.IsNil(cfg.Store) {
 		return nil, errors.New("sluice: Config.Store is nil")
 	}
+	if cfg.Clock != nil && store.IsNil(cfg.Clock) {
+		return nil, fmt.Errorf("sluice: Config.Clock is nil (a nil %T): leave Clock unset for the system clock", cfg.Clock)
+	}
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, err
 	}

@@ -211,6 +211,9 @@ func NewMulti(cfg MultiConfig) (*Multi, error) {
 	if store.IsNil(cfg.Store) {
 		return nil, errors.New("sluice: MultiConfig.Store is nil")
 	}
+	if cfg.Clock != nil && store.IsNil(cfg.Clock) {
+		return nil, fmt.Errorf("sluice: MultiConfig.Clock is nil (a nil %T): leave Clock unset for the system clock", cfg.Clock)
+	}
 	name := Policy{Name: cfg.Name}
 	if len(name.Name) == 0 || len(name.Name) > MaxNameLen {
 		return nil, &PolicyError{Policy: cfg.Name, Field: "Name", Reason: fmt.Sprintf("must be 1 to %d characters, got %d", MaxNameLen, len(cfg.Name))}

@@ -170,6 +170,9 @@ func New(cfg Config) (*Region, error) {
 	if store.IsNil(cfg.Limiter.Algorithm) {
 		return nil, errors.New("region: Limiter.Algorithm is nil")
 	}
+	if cfg.Clock != nil && store.IsNil(cfg.Clock) {
+		return nil, fmt.Errorf("region: Clock is nil (a nil %T): leave Clock unset for the system clock", cfg.Clock)
+	}
 	if _, ok := cfg.Limiter.Algorithm.(core.Leaser); ok {
 		return nil, errors.New("region: an algorithm that holds leases cannot be split across regions")
 	}

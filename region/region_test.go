@@ -576,6 +576,20 @@ func TestSyncErrorSaysEachFailureOnce(t *testing.T) {
 	}
 }
 
+// A typed nil Clock is refused by New, which would otherwise panic on it.
+func TestTypedNilClockRefused(t *testing.T) {
+	var clk *core.ManualClock
+	_, err := region.New(region.Config{
+		Mode: region.Synced, Region: "a", Clock: clk,
+		Members:     []region.Member{{Name: "a"}, {Name: "b"}},
+		Limiter:     core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.GCRA{}, Store: memory.New(nil)},
+		Coordinator: memory.New(nil),
+	})
+	if err == nil || !strings.Contains(err.Error(), "Clock is nil") {
+		t.Fatalf("region.New with a nil *ManualClock: %v, want an error saying Clock is nil", err)
+	}
+}
+
 // A Region that New did not make has no limiter to decide with: it says so
 // with an error, as a zero core.Limiter does, and its getters answer zero
 // values instead of panicking.

@@ -89,3 +89,18 @@ func TestUpdateRefusesANilMutation(t *testing.T) {
 		t.Fatalf("Update with a nil Mutation wrote %d keys", s.Len())
 	}
 }
+
+// A sweep interval below MinSweepInterval is raised to it: a nanosecond
+// would keep the sweeper running on a core of its own. A typed nil Clock
+// is the system clock, as a nil one is, not a panic at the first sweep.
+func TestOptionsFloorAndNilClock(t *testing.T) {
+	if c := (&Options{SweepInterval: time.Nanosecond}).config(); c.sweep != MinSweepInterval {
+		t.Errorf("SweepInterval 1ns: the sweeper runs every %v, want %v", c.sweep, MinSweepInterval)
+	}
+	s := New(&Options{Clock: (*core.ManualClock)(nil), SweepInterval: -1})
+	defer s.Close()
+	s.Sweep()
+	if n := s.Len(); n != 0 {
+		t.Errorf("Len %d on an empty store", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Defaults for the fields of Options.
@@ -12,6 +13,9 @@ const (
 	DefaultMaxKeys       = 1_000_000
 	DefaultShards        = 256
 	DefaultSweepInterval = time.Minute
+	// MinSweepInterval is the shortest Options.SweepInterval: a shorter
+	// positive one is raised to it.
+	MinSweepInterval = time.Millisecond
 	// MaxShards caps Options.Shards.
 	MaxShards = 1 << 16
 	// minKeysPerShard is the least share of MaxKeys a shard is given (when
@@ -38,13 +42,14 @@ type Options struct {
 	// DefaultShards (256).
 	Shards int
 	// SweepInterval is how often the background sweeper deletes expired
-	// keys. Zero means DefaultSweepInterval (1 minute); negative means no
-	// sweeper (expired keys then still read as absent, and are deleted as
+	// keys, at least MinSweepInterval (1 ms). Zero means
+	// DefaultSweepInterval (1 minute); negative means no sweeper (expired keys then still read as absent, and are deleted as
 	// new keys arrive in their shard, or by Sweep).
 	SweepInterval time.Duration
 	// Clock is read by sweeps, Len, and updates whose mutation carries no
 	// time (a Limiter's always does: see the package doc). It must be the
-	// clock of the Limiters that use the store. Nil means core.SystemClock.
+	// clock of the Limiters that use the store. Nil (also a nil pointer in
+	// the interface) means core.SystemClock.
 	Clock core.Clock
 }
 
@@ -77,7 +82,10 @@ func (o *Options) config() config {
 	if c.sweep == 0 {
 		c.sweep = DefaultSweepInterval
 	}
-	if _, ok := c.clock.(core.SystemClock); ok {
+	if c.sweep > 0 && c.sweep < MinSweepInterval {
+		c.sweep = MinSweepInterval
+	}
+	if _, ok := c.clock.(core.SystemClock); ok || store.IsNil(c.clock) {
 		c.clock = nil
 	}
 	return c
