@@ -46,6 +46,18 @@ func NewScript(name, source string, args ...ScriptArg) *Script {
 	return &Script{Name: name, Source: source, Hash: hex.EncodeToString(sum[:]), Args: args}
 }
 
+// CheckArgs reports arguments that s's reply cannot be read with: a script
+// with a Decode derives the decision from Burst, Interval and MaxDelay,
+// which must then be what a valid Policy gives (Burst and Interval at least
+// 1, MaxDelay not negative). A store calls it before sending, so that such
+// a call changes nothing and fails with an error saying why.
+func (s *Script) CheckArgs(a *ScriptArgs) error {
+	if s.Decode != nil && (a.Burst < 1 || a.Interval < 1 || a.MaxDelay < 0) {
+		return fmt.Errorf("sluice/store: script %s: Burst %d, Interval %d, MaxDelay %d: its reply is read with Burst and Interval of at least 1 and MaxDelay of at least 0 (core.NewScriptArgs gives them)", s.Name, a.Burst, a.Interval, a.MaxDelay)
+	}
+	return nil
+}
+
 // Script operations (ScriptArgs.Op).
 const (
 	OpTake    = 0 // admit N units (or acquire lease Lease)

@@ -155,7 +155,7 @@ func TestBatcherDeadlines(t *testing.T) {
 	call := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1})
+		_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1, Limit: 1, Window: 1e6, Burst: 1, Interval: 1e6})
 		return err
 	}
 	var wg sync.WaitGroup

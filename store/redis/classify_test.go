@@ -46,7 +46,7 @@ func TestClosedPortNotUnknown(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		for i := range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1, Limit: 1, Window: 1e6})
+			_, err := s.RunScript(ctx, algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1, Limit: 1, Window: 1e6, Burst: 1, Interval: 1e6})
 			cancel()
 			wantKnown(t, fmt.Sprintf("NoBatch %v, call %d on a closed port", noBatch, i), err)
 		}

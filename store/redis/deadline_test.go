@@ -135,7 +135,7 @@ func TestDeadlineStoppedServer(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		checkDeadline(t, s, false)
 		// A refused connection proves that nothing was sent.
-		_, err = s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1})
+		_, err = s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), store.Key{Namespace: "x", Identity: "y"}, store.ScriptArgs{N: 1, Limit: 1, Window: 1e6, Burst: 1, Interval: 1e6})
 		if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
 			t.Fatalf("refused connection: %v; want core.ErrUnavailable and not core.ErrOutcomeUnknown", err)
 		}

@@ -33,6 +33,9 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 	if sc == nil {
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNilScript}
 	}
+	if err := sc.CheckArgs(&args); err != nil {
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: err}
+	}
 	if err := ctx.Err(); err != nil {
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: err} // nothing was sent
 	}

@@ -121,6 +121,16 @@ func TestRunScriptBadInput(t *testing.T) {
 	if _, err := nilStore.RunScript(ctxT(t), algorithm.GCRA{}.Script(), key, store.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("nil client: %v", err)
 	}
+	// Arguments a script's one-integer reply cannot be read with (a
+	// zero ScriptArgs: no interval) are refused before sending.
+	for _, alg := range []interface {
+		core.Algorithm
+		core.Scripted
+	}{algorithm.GCRA{}, algorithm.TokenBucket{}, algorithm.LeakyBucket{}} {
+		if _, err := s.RunScript(ctxT(t), alg.Script(), key, store.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Errorf("%s with zero arguments: %v, want a refusal before sending", alg.Name(), err)
+		}
+	}
 	if n, _ := s.Client().Exists(ctxT(t), key.String()).Result(); n != 0 {
 		t.Fatalf("bad input wrote key %s", key)
 	}

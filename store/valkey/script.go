@@ -29,6 +29,9 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 	if sc == nil {
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: errNoScript}
 	}
+	if err := sc.CheckArgs(&args); err != nil {
+		return store.ScriptResult{}, &store.Error{Op: "script", Err: err}
+	}
 	k := key.String()
 	var buf [store.NumScriptArgs]string
 	argv := s.args.argv(sc, &args, buf[:0])

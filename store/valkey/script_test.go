@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
@@ -117,6 +118,22 @@ func TestRunScriptBadReplies(t *testing.T) {
 // TestRunScriptRefusedCallsSendNothing: a closed store, a store without a
 // client and a context that is already done fail with a known outcome, and
 // the script does not run.
+// Arguments a script's one-integer reply cannot be read with (a zero
+// ScriptArgs: no interval) are refused before sending.
+func TestRunScriptZeroArgumentsRefused(t *testing.T) {
+	c := newClient(t, backends[0].addrs(t))
+	s := valkey.New(c, nil)
+	key := freshKey(t, c)
+	for _, alg := range []interface {
+		core.Algorithm
+		core.Scripted
+	}{algorithm.GCRA{}, algorithm.TokenBucket{}, algorithm.LeakyBucket{}} {
+		if _, err := s.RunScript(context.Background(), alg.Script(), key, store.ScriptArgs{}); !errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Errorf("%s with zero arguments: %v, want a refusal before sending", alg.Name(), err)
+		}
+	}
+}
+
 func TestRunScriptRefusedCallsSendNothing(t *testing.T) {
 	addrs := backends[0].addrs(t)
 	c := newClient(t, addrs)
