@@ -84,8 +84,12 @@ func (p *Policy) WindowMicros() int64 { return int64(p.Window / time.Microsecond
 
 // IntervalMicros is the time one unit takes to be earned back at the
 // policy's rate: Window / Limit in microseconds, rounded up so that rounding
-// never admits more than the rate.
+// never admits more than the rate. It is 0 for a Limit below 1, which
+// Validate refuses.
 func (p *Policy) IntervalMicros() int64 {
+	if p.Limit < 1 {
+		return 0
+	}
 	w := p.WindowMicros()
 	return (w + p.Limit - 1) / p.Limit
 }

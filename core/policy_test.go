@@ -65,6 +65,20 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
+// A Policy that Validate refuses still answers its derived values without
+// panicking: a Limit below 1 has no interval, which NewScriptArgs then
+// passes on as 0 (and a store refuses: store.Script.CheckArgs).
+func TestDerivedOfAnInvalidPolicy(t *testing.T) {
+	for _, p := range []Policy{{}, {Limit: -5, Window: time.Second}} {
+		if got := p.IntervalMicros(); got != 0 {
+			t.Errorf("%v: IntervalMicros = %d, want 0", p, got)
+		}
+		if a := NewScriptArgs(&p, 0, 1); a.Interval != 0 {
+			t.Errorf("%v: NewScriptArgs gives Interval %d, want 0", p, a.Interval)
+		}
+	}
+}
+
 func TestPolicyDerived(t *testing.T) {
 	p := Policy{Name: "x", Limit: 3, Window: time.Second}
 	if got, want := p.IntervalMicros(), int64(333334); got != want {
