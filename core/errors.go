@@ -2,8 +2,8 @@ package core
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/sluicehq/sluice/internal/abbrev"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -38,7 +38,8 @@ type PolicyError struct {
 }
 
 func (e *PolicyError) Error() string {
-	return fmt.Sprintf("sluice: policy %q: %s %s", e.Policy, e.Field, e.Reason)
+	// A name far past the longest allowed is cut short in the message.
+	return "sluice: policy " + abbrev.Quote(e.Policy, 2*MaxNameLen) + ": " + e.Field + " " + e.Reason
 }
 
 // Is makes errors.Is(err, ErrInvalidPolicy) true.

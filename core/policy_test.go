@@ -111,3 +111,13 @@ func TestPolicyBoundsKeepLuaExact(t *testing.T) {
 		t.Fatalf("a time two horizons ahead in 2200 is not exact in float64")
 	}
 }
+
+// A policy name far past the longest allowed is not repeated whole in the
+// error: a megabyte of it would drown the reason.
+func TestLongNameErrorIsShort(t *testing.T) {
+	p := Policy{Name: strings.Repeat("a", 1<<20), Limit: 1, Window: time.Second}
+	err := p.Validate()
+	if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "1048576 bytes") {
+		t.Errorf("Validate of a 1 MiB name: a %d-byte error, want a short one giving the length", len(err.Error()))
+	}
+}

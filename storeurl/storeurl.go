@@ -99,6 +99,7 @@ import (
 	valkeygo "github.com/valkey-io/valkey-go"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/abbrev"
 	"github.com/sluicehq/sluice/internal/urlmask"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcache"
@@ -123,7 +124,11 @@ type URLError struct {
 	Reason string
 }
 
-func (e *URLError) Error() string { return fmt.Sprintf("storeurl: %q: %s", e.URL, e.Reason) }
+func (e *URLError) Error() string {
+	// A URL, and a reason quoting part of it, are cut short: a megabyte of
+	// either would drown what is wrong.
+	return "storeurl: " + abbrev.Quote(e.URL, 256) + ": " + abbrev.Cut(e.Reason, 512)
+}
 
 // Is makes errors.Is(err, ErrBadURL) true.
 func (e *URLError) Is(target error) bool { return target == ErrBadURL }

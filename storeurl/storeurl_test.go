@@ -446,3 +446,11 @@ func TestPingAfterCloseFails(t *testing.T) {
 		}
 	}
 }
+
+// A URL far past any real one is not repeated whole in the error.
+func TestLongURLErrorIsShort(t *testing.T) {
+	_, err := storeurl.Open("redis://" + strings.Repeat("x", 1<<20) + ":bad")
+	if !errors.Is(err, storeurl.ErrBadURL) || len(err.Error()) > 600 {
+		t.Errorf("Open of a 1 MiB URL: a %d-byte error (matching ErrBadURL: %v), want a short one", len(err.Error()), errors.Is(err, storeurl.ErrBadURL))
+	}
+}
