@@ -596,7 +596,23 @@ func goRedisChecks(q url.Values, db string) error {
 	if err := protocolCheck(q); err != nil {
 		return err
 	}
+	if err := clientNameCheck(q); err != nil {
+		return err
+	}
 	return dbCheck(db, q)
+}
+
+// clientNameCheck refuses a client_name that Redis and Valkey refuse in
+// CLIENT SETNAME (only the characters '!' to '~'): the clients send it in
+// every connection's handshake, and every connection would then fail.
+func clientNameCheck(q url.Values) error {
+	v := q.Get("client_name")
+	for i := 0; i < len(v); i++ {
+		if v[i] < '!' || v[i] > '~' {
+			return fmt.Errorf("parameter client_name=%q may hold only the characters ! to ~ (no space or control character)", v)
+		}
+	}
+	return nil
 }
 
 // protocolCheck refuses a protocol other than 2 (RESP2) or 3 (RESP3):
@@ -767,6 +783,9 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 		}
 	}
 	if err := protocolCheck(p.q); err != nil {
+		return nil, err
+	}
+	if err := clientNameCheck(p.q); err != nil {
 		return nil, err
 	}
 	if err := dbCheck(u.Path, p.q); err != nil {

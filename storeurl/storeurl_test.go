@@ -100,6 +100,12 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis://127.0.0.1:6379?protocol=9", `parameter protocol="9" is not 2 or 3`},
 		{"redis+cluster://127.0.0.1:7000?protocol=1", "is not 2 or 3"},
 		{"redis+sentinel://127.0.0.1:26379/m?protocol=4", "is not 2 or 3"},
+		// A client name Redis refuses (CLIENT SETNAME takes '!' to '~'):
+		// every connection's handshake would fail.
+		{"redis://127.0.0.1:6379?client_name=a%20b", `parameter client_name="a b" may hold only the characters ! to ~ (no space or control character)`},
+		{"redis+cluster://127.0.0.1:7000?client_name=a%0Ab", "client_name"},
+		{"redis+sentinel://127.0.0.1:26379/m?client_name=%00", "client_name"},
+		{"valkey://127.0.0.1:1?client_name=a%20b", "client_name"},
 		{"valkey://127.0.0.1:1?db=1&db=2", "parameter db is given 2 times"},
 		{"redis://127.0.0.1:6379?pool_size=1&pool_size=2", "parameter pool_size is given 2 times"},
 		{"redis+cluster://127.0.0.1:7000?read_timeout=1s&read_timeout=2s&read_timeout=3s", "parameter read_timeout is given 3 times"},
