@@ -251,6 +251,12 @@ func (t *Transport) get(name string) *scope {
 
 // RoundTrip sends r once its scope's limits allow it (see the package doc).
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL == nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, errors.New("sluice/client: nil Request.URL")
+	}
 	name := t.scopeOf(r)
 	for attempt := 0; ; attempt++ {
 		s, sent, err := t.admit(r.Context(), name)

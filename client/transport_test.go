@@ -741,3 +741,14 @@ func TestEachClosedBodyGivesItsUnitBack(t *testing.T) {
 		}
 	}
 }
+
+// A request with no URL is an error, as http.Transport returns one, not a
+// panic.
+func TestNilURLIsAnError(t *testing.T) {
+	tr := &Transport{}
+	r := &http.Request{Method: http.MethodGet, Header: http.Header{}}
+	if resp, err := tr.RoundTrip(r); err == nil {
+		resp.Body.Close()
+		t.Fatal("RoundTrip of a request with a nil URL: no error")
+	}
+}
