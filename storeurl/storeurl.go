@@ -91,6 +91,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,9 +144,11 @@ type Backend struct {
 	// password: "redis 10.0.0.5:6379", "memcached a:11211,b:11211".
 	Name string
 
-	ping   func(context.Context) error
-	close  []func() error
-	closed atomic.Bool
+	ping      func(context.Context) error
+	close     []func() error
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // errClosed is Ping's error after Close.
@@ -165,15 +168,19 @@ func (b *Backend) Ping(ctx context.Context) error {
 }
 
 // Close closes the store and then the client Open made for it. It is safe
-// to call more than once.
+// to call more than once, also from several goroutines at once: the first
+// call closes, and every call returns once that is done, with its error.
 func (b *Backend) Close() error {
-	b.closed.Store(true)
-	var errs []error
-	for _, c := range b.close {
-		errs = append(errs, c())
-	}
-	b.close = nil
-	return errors.Join(errs...)
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		var errs []error
+		for _, c := range b.close {
+			errs = append(errs, c())
+		}
+		b.close = nil
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
 }
 
 // Open parses rawURL and returns the store it names, on a client of its own:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -458,5 +459,22 @@ func TestLongURLErrorIsShort(t *testing.T) {
 	_, err := storeurl.Open("redis://" + strings.Repeat("x", 1<<20) + ":bad")
 	if !errors.Is(err, storeurl.ErrBadURL) || len(err.Error()) > 600 {
 		t.Errorf("Open of a 1 MiB URL: a %d-byte error (matching ErrBadURL: %v), want a short one", len(err.Error()), errors.Is(err, storeurl.ErrBadURL))
+	}
+}
+
+// Close may be called from several goroutines at once: each returns, the
+// store is closed once, and -race sees nothing.
+func TestConcurrentClose(t *testing.T) {
+	b, err := storeurl.Open("memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { _ = b.Close() })
+	}
+	wg.Wait()
+	if err := b.Ping(context.Background()); !errors.Is(err, core.ErrUnavailable) {
+		t.Errorf("Ping after Close: %v", err)
 	}
 }
