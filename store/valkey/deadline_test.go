@@ -111,7 +111,7 @@ func TestDeadlineReplyLost(t *testing.T) {
 	if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
 		t.Fatal(err)
 	}
-
+	waitPipesUp(t, s)
 	proxy.Stall()
 	err := runByDeadline(t, s, key, args)
 	checkUnknown(t, err)
@@ -147,6 +147,7 @@ func TestConnectionDropped(t *testing.T) {
 	if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
 		t.Fatal(err)
 	}
+	waitPipesUp(t, s) // one made after the Stall would carry the reply
 	proxy.Stall()
 	done := make(chan error, 1)
 	go func() {
@@ -220,7 +221,7 @@ func TestDeadlineReplyLostPipelined(t *testing.T) {
 			if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
 				t.Fatal(err)
 			}
-
+			waitPipesUp(t, s)
 			proxy.Stall()
 			const calls = 50
 			var wg sync.WaitGroup
@@ -275,6 +276,7 @@ func TestDeadlineThroughLimiter(t *testing.T) {
 			if _, err := l.Allow(context.Background(), id); err != nil { // connect, load the script
 				t.Fatal(err)
 			}
+			waitPipesUp(t, s)
 			proxy.Stall()
 			defer proxy.Resume()
 			start := time.Now()

@@ -45,6 +45,7 @@ type direct struct {
 	made   int // dedicated connections held, idle or in use
 	closed bool
 	stop   chan struct{} // closed by close
+	drops  dropper
 }
 
 // lane is one dedicated connection and the function that gives it back.
@@ -138,7 +139,7 @@ func (d *direct) put(l *lane, sound, broke bool) {
 	}
 	d.made--
 	d.mu.Unlock()
-	l.release()
+	d.drops.drop(l)
 	if !sound {
 		d.dropIdle()
 		if broke {
@@ -159,7 +160,7 @@ func (d *direct) dropIdle() {
 	d.made -= len(gone)
 	d.mu.Unlock()
 	for _, g := range gone {
-		g.release()
+		d.drops.drop(g)
 	}
 }
 
@@ -207,6 +208,7 @@ func dialLane(c valkeygo.Client, stop <-chan struct{}) (*lane, bool) {
 	err := dc.Do(ctx, dc.B().Ping().Build()).Error()
 	cancel()
 	if err != nil {
+		dc.Close() // given back open, it would wait for the server (see dropper)
 		release()
 		select {
 		case <-time.After(retryAfterDial):
@@ -229,4 +231,5 @@ func (d *direct) close() {
 	close(d.stop)
 	d.mu.Unlock()
 	d.dropIdle() // put gives back the lanes in use: the store is closed
+	d.drops.wait()
 }

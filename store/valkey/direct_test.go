@@ -36,6 +36,22 @@ func proxiedStore(t *testing.T) (*stallProxy, *valkey.Store, valkeygo.Client, st
 	return proxy, s, direct, freshKey(t, direct), core.NewScriptArgs(&p, 1, 1)
 }
 
+// waitPipesUp waits until s's pipelined connections, which it makes in the
+// background from New on, are up: a connection made later would pass a
+// stallProxy's Stall.
+func waitPipesUp(t *testing.T, s *valkey.Store) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if up, of := valkey.PipesUp(s); up == of {
+			return
+		}
+		if i == 500 {
+			t.Fatal("the store's pipelined connections were not up within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A few callers at once each get a connection of their own instead of
 // queueing on a pipelined connection (which costs two goroutine handoffs a
 // command), and many callers share the pipeline, the most of them in
@@ -50,15 +66,7 @@ func TestFewCallersGetConnectionsOfTheirOwn(t *testing.T) {
 	}
 	// The pipelined connections are made in the background from New on:
 	// count them with the client's, once they are up.
-	for i := 0; ; i++ {
-		if up, of := valkey.PipesUp(s); up == of {
-			break
-		}
-		if i == 500 {
-			t.Fatal("the store's pipelined connections were not up within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitPipesUp(t, s)
 	shared := proxy.open()
 	run(1, 1)
 	run(4, 200)
@@ -173,6 +181,7 @@ func TestBatchedCallsNeverSentAtTheirDeadline(t *testing.T) {
 	if _, err := s.RunScript(context.Background(), countScript, key, args); err != nil {
 		t.Fatal(err)
 	}
+	waitPipesUp(t, s)
 	proxy.Stall()
 	call := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -261,5 +270,34 @@ func runCallers(t *testing.T, s *valkey.Store, key store.Key, args store.ScriptA
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// Close while the server is silent returns within about a second: the
+// store's pipelined connections are closed before they go back to the
+// client, so that giving them back does not wait on the server (it waited
+// 12 s), and closing waits its second for them all at once.
+func TestCloseOnASilentServerReturnsWithinASecond(t *testing.T) {
+	proxy, s, _, key, args := proxiedStore(t)
+	waitPipesUp(t, s)
+	proxy.Stall()
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, _ = s.RunScript(ctx, countScript, key, args)
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	wg.Wait()
+	proxy.Resume()
+	if took > 1500*time.Millisecond {
+		t.Errorf("Close took %v on a silent server, want about a second at most", took)
 	}
 }

@@ -47,6 +47,7 @@ type shared struct {
 	mu     sync.Mutex
 	closed bool
 	stop   chan struct{} // closed by close
+	drops  dropper
 }
 
 // sharedPipes is how many pipelined connections a standalone store keeps:
@@ -129,7 +130,7 @@ func (sh *shared) check(ctx context.Context, at *atomic.Pointer[lane], l *lane, 
 	if !broke(ctx, err) || !at.CompareAndSwap(l, nil) {
 		return
 	}
-	go drop(l)
+	sh.drops.drop(l)
 	sh.lost()
 	if sh.onLost != nil {
 		sh.onLost()
@@ -142,7 +143,7 @@ func (sh *shared) check(ctx context.Context, at *atomic.Pointer[lane], l *lane, 
 func (sh *shared) lost() {
 	for i := range sh.pipes {
 		if l := sh.pipes[i].Swap(nil); l != nil {
-			go drop(l)
+			sh.drops.drop(l)
 		}
 	}
 	sh.remake()
@@ -156,13 +157,48 @@ func broke(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
-// drop closes l and gives it back: the client discards a closed
-// connection; the commands still on it fail, as they would on a broken
-// one. valkey-go's Close waits up to a second for a silent server, so drop
-// runs on a goroutine of its own.
-func drop(l *lane) {
-	l.dc.Close()
-	l.release()
+// dropper gives connections back to the client, each on a goroutine of
+// its own, and waits for them at the store's Close. Giving one back closes
+// it first (the client discards a closed connection; the commands still on
+// it fail, as on a broken one): valkey-go's Close waits up to a second for
+// a silent server, and giving back a connection still open waits for the
+// server to answer its cleanup, 12 s for a silent one. So no caller waits
+// on the server for a connection it gives back, and Close waits about a
+// second at most, for all at once.
+//
+// A lane may come back after Close waited (a call that held it returns
+// later): it is dropped the same way, and its goroutine ends within that
+// second. (A sync.WaitGroup may not be added to while Wait runs.)
+type dropper struct {
+	mu   sync.Mutex
+	n    int
+	idle *sync.Cond
+}
+
+func (p *dropper) drop(l *lane) {
+	p.mu.Lock()
+	p.n++
+	p.mu.Unlock()
+	go func() {
+		l.dc.Close()
+		l.release()
+		p.mu.Lock()
+		if p.n--; p.n == 0 && p.idle != nil {
+			p.idle.Broadcast()
+		}
+		p.mu.Unlock()
+	}()
+}
+
+func (p *dropper) wait() {
+	p.mu.Lock()
+	if p.idle == nil {
+		p.idle = sync.NewCond(&p.mu)
+	}
+	for p.n > 0 {
+		p.idle.Wait()
+	}
+	p.mu.Unlock()
 }
 
 // remake starts the maker of the pipelined connections unless it runs, or
@@ -202,17 +238,19 @@ func (sh *shared) make() {
 // maker.
 func (sh *shared) close() {
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if sh.closed {
+		sh.mu.Unlock()
 		return
 	}
 	sh.closed = true
 	close(sh.stop)
 	for i := range sh.pipes {
 		if l := sh.pipes[i].Swap(nil); l != nil {
-			l.release()
+			sh.drops.drop(l)
 		}
 	}
+	sh.mu.Unlock()
+	sh.drops.wait()
 }
 
 // apartCall is a command's reply on its way from apart's goroutine.

@@ -218,7 +218,9 @@ func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valk
 // Close marks the Store closed: later calls fail with an error matching
 // core.ErrUnavailable, and the background checks of the eviction policy
 // end. It does not close a valkey-go client given to New, which the caller
-// owns and may share; it closes the one Open built. Close is idempotent and
+// owns and may share; it closes the one Open built. The store's own
+// connections are closed, and Close waits for that: about a second at most
+// on a server that does not answer (valkey-go's). Close is idempotent and
 // always returns nil.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
