@@ -82,9 +82,12 @@ type attrs struct {
 }
 
 // New returns an Observer whose instruments come from mp's Meter
-// ScopeName. It returns an error for a NearLimitRatio outside (0, 1] and
-// when an instrument cannot be created.
+// ScopeName. It returns an error for a nil mp, for a NearLimitRatio outside
+// (0, 1] and when an instrument cannot be created.
 func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
+	if mp == nil {
+		return nil, errors.New("sluice/observe/otel: the MeterProvider is nil (otel.GetMeterProvider(), or an SDK's)")
+	}
 	if opts.NearLimitRatio == 0 {
 		opts.NearLimitRatio = DefaultNearLimitRatio
 	}

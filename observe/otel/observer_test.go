@@ -277,6 +277,9 @@ func TestOptionsRejected(t *testing.T) {
 			t.Errorf("NearLimitRatio %v accepted", ratio)
 		}
 	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil): no error")
+	}
 }
 
 func BenchmarkObserve(b *testing.B) {

@@ -3,6 +3,7 @@ package prometheus
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,9 +88,13 @@ var BreakerStates = []string{"closed", "open", "half-open", Other}
 // New returns an Observer whose metrics are registered with reg (for
 // example prometheus.DefaultRegisterer, or a prometheus.NewRegistry()). It
 // returns reg's error when a metric of the same name is already registered
-// (two Observers need distinct Namespaces or registries), and an error for
-// a NearLimitRatio outside (0, 1].
+// (two Observers need distinct Namespaces or registries), having
+// registered none of its own, and an error for a nil reg or a
+// NearLimitRatio outside (0, 1].
 func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
+	if reg == nil {
+		return nil, errors.New("sluice/observe/prometheus: the Registerer is nil (prometheus.DefaultRegisterer, or a prometheus.NewRegistry())")
+	}
 	if opts.Namespace == "" {
 		opts.Namespace = "sluice"
 	}
@@ -110,6 +115,15 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	for i := 1; i < len(opts.Buckets); i++ {
 		if !(opts.Buckets[i] > opts.Buckets[i-1]) {
 			return nil, fmt.Errorf("sluice/observe/prometheus: Buckets must increase, got %v after %v", opts.Buckets[i], opts.Buckets[i-1])
+		}
+	}
+	// A constant label named as one of the metrics' own would fail that
+	// metric's registration; and a registry, which keeps every name's
+	// label names for its life, would refuse that metric even after a
+	// corrected New.
+	for name := range opts.ConstLabels {
+		if slices.Contains([]string{"policy", "outcome", "op", "breaker", "state"}, name) {
+			return nil, fmt.Errorf("sluice/observe/prometheus: ConstLabels may not name %q, a label of the metrics' own", name)
 		}
 	}
 	ns, cl := opts.Namespace, opts.ConstLabels
@@ -141,8 +155,14 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	empty := map[string]*series{}
 	o.policies.Store(&empty)
-	for _, c := range []prometheus.Collector{o.decisions, o.nearLimit, o.shadow, o.unknown, o.releaseErrs, o.denyHits, o.latency, o.fallback, o.breakerState, o.breakerTrans} {
+	cs := []prometheus.Collector{o.decisions, o.nearLimit, o.shadow, o.unknown, o.releaseErrs, o.denyHits, o.latency, o.fallback, o.breakerState, o.breakerTrans}
+	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
+			// Leave reg as it was: a corrected New must find no metric
+			// of this Observer's left behind.
+			for _, r := range cs[:i] {
+				reg.Unregister(r)
+			}
 			return nil, fmt.Errorf("sluice/observe/prometheus: %w", err)
 		}
 	}

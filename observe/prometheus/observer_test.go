@@ -73,6 +73,32 @@ func TestOptionsRejected(t *testing.T) {
 	}
 }
 
+// A New that fails registers nothing, so that a New on the same registry
+// succeeds once the cause is gone; a constant label that is also one of the
+// metrics' own labels is refused before anything is registered; a nil
+// registry is an error, not a panic.
+func TestFailedNewRegistersNothing(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	// Someone else's metric with the name and labels of the last of ours.
+	other := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Name: "breaker_transitions_total",
+		Help: "Circuit breaker state changes, by the state entered (state=\"closed\": recoveries)."}, []string{"breaker", "state"})
+	reg.MustRegister(other)
+	var are prometheus.AlreadyRegisteredError
+	if _, err := New(reg, Options{}); !errors.As(err, &are) {
+		t.Fatalf("New with one of its metrics taken: %v, want AlreadyRegisteredError", err)
+	}
+	reg.Unregister(other)
+	if _, err := New(reg, Options{}); err != nil {
+		t.Errorf("New once the metric is free again: %v (the failed New left its others registered)", err)
+	}
+	if _, err := New(prometheus.NewRegistry(), Options{ConstLabels: prometheus.Labels{"state": "x"}}); err == nil || !strings.Contains(err.Error(), `"state"`) {
+		t.Errorf("a constant label named as a metric's own label: %v, want an error naming it", err)
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil): no error")
+	}
+}
+
 // Past MaxPolicies names, policies count under "other": the series stay
 // bounded whatever names arrive.
 func TestPolicyCardinalityBound(t *testing.T) {
