@@ -173,7 +173,9 @@ func (bu *burst) bounds(p core.Policy, quota int64) (lo, hi int64, why string) {
 			return quota, quota + extra, fmt.Sprintf("exact up to refill: %d + ⌊%s / %s⌋", quota, round(bu.end.Sub(bu.start)), round(core.Micros(t)))
 		}
 	case algorithm.LeakyBucket:
-		return quota, quota + d/t, fmt.Sprintf("%d at once, %d queued (started up to %s late): delayed, not over-admitted",
+		// B + ⌊(d+M)/T⌋, which is Quota (B + ⌊M/T⌋) plus ⌊d/T⌋ or one
+		// more: M mod T and d together may make a whole interval.
+		return quota, p.Capacity() + (d+p.MaxDelayMicros())/t, fmt.Sprintf("%d at once, %d queued (started up to %s late): delayed, not over-admitted",
 			bu.admitted-bu.delayed, bu.delayed, round(bu.maxDelay))
 	case algorithm.FixedWindow, algorithm.SlidingCounter:
 		if straddles {
@@ -278,8 +280,15 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 	fmt.Fprintf(d.out, "(%d checks in %s)\n", d.requests*len(bursts), round(elapsed))
 	fmt.Fprintln(d.out, "Retry-After: what a 429 carries for the first denial (whole seconds, rounded up, as in part 2); wait: the exact time.")
 
-	wait := d.p.Window + 50*time.Millisecond - time.Since(last)
-	fmt.Fprintf(d.out, "\nwaiting %s for the window to pass…\n", round(wait))
+	// The window, or a refusal's longer wait: the sliding counter's, after
+	// a burst late in a window, runs past the next one's start by its
+	// weighted count.
+	wait := d.p.Window
+	for _, bu := range bursts {
+		wait = max(wait, bu.denied.RetryAfter)
+	}
+	wait += 50*time.Millisecond - time.Since(last)
+	fmt.Fprintf(d.out, "\nwaiting %s for the window and every Retry-After to pass…\n", round(wait))
 	if err := sleepCtx(ctx, wait); err != nil {
 		return false, err
 	}

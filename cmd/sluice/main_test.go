@@ -70,6 +70,13 @@ func TestDemoFlagsItAccepts(t *testing.T) {
 	}
 	code, out, errOut = sluice(t, "demo", "--window", "5ms")
 	wantCode(t, code, exitUsage, out, errOut)
+	// Limits whose interval is not a whole number of µs: the leaky bucket
+	// may admit one more than its quota once the burst took a µs, as its
+	// bound B + ⌊(d+M)/T⌋ allows.
+	for _, limit := range []string{"3", "7"} {
+		code, out, errOut = sluice(t, "demo", "--store", "memory", "--limit", limit)
+		wantCode(t, code, exitOK, out, errOut)
+	}
 }
 
 func TestDemoRedis(t *testing.T) {
