@@ -2,7 +2,9 @@ package simulate
 
 import (
 	"bytes"
+	"container/heap"
 	"image/png"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,5 +105,21 @@ func TestWorstBurst(t *testing.T) {
 	s := []time.Duration{0, 100, 200, 1000, 1001, 1002, 1003}
 	if got := worstBurst(s, 1000); got != 6 {
 		t.Fatalf("worstBurst = %d, want 6 (100 .. 1003 lie in (3, 1003])", got)
+	}
+}
+
+// The event queue gives the earliest event first and, of events at one
+// instant, the one pushed first: the order the runs' results depend on.
+func TestEventQueueOrder(t *testing.T) {
+	q := &eventQueue{}
+	for i, at := range []time.Duration{5, 1, 5, 3, 1, 5} {
+		q.push(event{at: at, retry: i})
+	}
+	var got []int
+	for q.Len() > 0 {
+		got = append(got, heap.Pop(q).(event).retry)
+	}
+	if want := []int{1, 4, 3, 0, 2, 5}; !slices.Equal(got, want) {
+		t.Errorf("events came in push order %v, want %v", got, want)
 	}
 }
