@@ -188,6 +188,7 @@ type Limiter struct {
 	local   bool
 	ticks   atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
 	resets  atomic.Uint64        // Resets so far: a Receipt from before one refunds nothing
+	resetMu sync.RWMutex         // refunds read-hold it to the store's answer; Reset waits for them (Receipt.Refund)
 
 	// step is alg as the store's path steps it: clamped for the store's
 	// clock skew (skew.go).
@@ -612,8 +613,11 @@ func (l *Limiter) now() int64 {
 // Receipt this Limiter issued before it, whatever its identity (their
 // Refund returns ErrNotRefunded, a Reservation's Settle refunds nothing):
 // their units would go into the state after the Reset, which later
-// charges took. A Reset by another instance cannot void them: refund only
-// what was charged since the last Reset anyone made.
+// charges took. A refund already on its way when Reset is called lands
+// first: Reset waits for it, within its own deadline (Timeout, or ctx's:
+// past it, Reset returns ctx's error and deletes nothing). A Reset by
+// another instance cannot void them: refund only what was charged since
+// the last Reset anyone made.
 func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if !l.made() {
 		return errLimiterNotMade
@@ -625,9 +629,12 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if err != nil {
 		return err
 	}
-	l.resets.Add(1) // before the delete: a charge it may have missed is refunded by nobody
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
+	// Before the delete: a charge it may have missed is refunded by nobody.
+	if err := countReset(ctx, &l.resetMu, &l.resets); err != nil {
+		return err
+	}
 	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
 	if l.deny != nil {
 		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back

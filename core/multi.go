@@ -197,13 +197,14 @@ type MultiConfig struct {
 // The two paths keep different keys: every instance that shares a Multi's
 // Name must use the same store path (as Config.NoScript says).
 type Multi struct {
-	cfg    MultiConfig
-	ns     string
-	runner store.MultiScriptRunner
-	skew   int64 // µs; -1 when the store declares none (no clamp)
-	local  bool
-	dl     *Limiter // holds the shared deadline of each granule (deadline.go)
-	resets atomic.Uint64
+	cfg     MultiConfig
+	ns      string
+	runner  store.MultiScriptRunner
+	skew    int64 // µs; -1 when the store declares none (no clamp)
+	local   bool
+	dl      *Limiter // holds the shared deadline of each granule (deadline.go)
+	resets  atomic.Uint64
+	resetMu sync.RWMutex // as Limiter's
 }
 
 // NewMulti validates cfg and returns a Multi.
@@ -332,9 +333,11 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	if err != nil {
 		return err
 	}
-	m.resets.Add(1)
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
+	if err := countReset(ctx, &m.resetMu, &m.resets); err != nil { // as Limiter.Reset
+		return err
+	}
 	err = d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})
 	for _, ns := range m.namespaces(limits) {
 		if e := d.Delete(ctx, store.Key{Namespace: ns, Identity: identity}); err == nil {

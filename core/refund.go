@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,6 +125,13 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	if n < 1 {
 		return 0, costBelowOne(n)
 	}
+	// Held from the check to the store's answer: a Reset waits for a
+	// refund on its way, which then lands before the delete, never in the
+	// state after it.
+	if mu := r.resetMu(); mu != nil {
+		mu.RLock()
+		defer mu.RUnlock()
+	}
 	if r.resetSince() {
 		return 0, ErrNotRefunded
 	}
@@ -135,6 +143,38 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 		return r.l.refund(ctx, r, k)
 	}
 	return r.m.refund(ctx, r, k)
+}
+
+// countReset counts a Reset in resets once the refunds on their way, which
+// hold mu for reading, have landed, so that they land before its delete.
+// It waits within ctx, and returns ctx's error past it. It polls TryLock
+// rather than waits in Lock: a writer waiting in Lock would hold up every
+// later refund, of any identity, behind the one it waits for.
+func countReset(ctx context.Context, mu *sync.RWMutex, resets *atomic.Uint64) error {
+	for !mu.TryLock() {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("sluice: Reset waited for a refund on its way until its deadline: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	resets.Add(1)
+	mu.Unlock()
+	return nil
+}
+
+// resetMu is the lock of the receipt's Limiter or Multi that orders its
+// refunds and Resets (nil for a zero Receipt).
+func (r *Receipt) resetMu() *sync.RWMutex {
+	switch {
+	case r.l != nil:
+		return &r.l.resetMu
+	case r.m != nil:
+		return &r.m.resetMu
+	}
+	return nil
 }
 
 // Charge is AllowN for a request that a later check may still refuse:

@@ -1,0 +1,109 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// gatedRefunds holds each refund's update at a gate, as a slow connection
+// would hold the request on its way.
+type gatedRefunds struct {
+	*memory.Store
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedRefunds) Update(ctx context.Context, k store.Key, m store.Mutation) error {
+	if fmt.Sprintf("%T", m) == "*core.refundMutation" {
+		close(g.entered)
+		<-g.open
+	}
+	return g.Store.Update(ctx, k, m)
+}
+
+// A refund already on its way when Reset runs must not land in the state
+// after the Reset, where later charges took the units: Reset waits for it
+// (it lands before the delete), and the identity gets exactly its fresh
+// quota.
+func TestRefundInFlightDuringResetLandsBeforeIt(t *testing.T) {
+	s := &gatedRefunds{Store: memory.New(nil), entered: make(chan struct{}), open: make(chan struct{})}
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "fw", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, rc, err := l.Charge(ctx, "id", 5)
+	if err != nil || rc == nil {
+		t.Fatalf("Charge: %v %v", rc, err)
+	}
+	refunded := make(chan error, 1)
+	go func() { _, err := rc.Refund(ctx, 1); refunded <- err }()
+	<-s.entered
+	reset := make(chan error, 1)
+	go func() { reset <- l.Reset(ctx, "id") }()
+	time.AfterFunc(20*time.Millisecond, func() { close(s.open) })
+	if err := <-reset; err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 6 {
+		if d, err := l.Allow(ctx, "id"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	<-refunded
+	if d, err := l.Allow(ctx, "id"); err == nil && d.Allowed {
+		admitted++
+	}
+	if admitted != 5 {
+		t.Errorf("after the Reset, %d admitted under a limit of 5: the refund landed in the fresh state", admitted)
+	}
+}
+
+// A Receipt that Charge did not make refunds nothing, without a panic.
+func TestZeroReceiptRefundsNothing(t *testing.T) {
+	var rc core.Receipt
+	if k, err := rc.Refund(context.Background(), 1); k != 0 || err == nil {
+		t.Errorf("Refund of a zero Receipt: %d, %v; want nothing and an error", k, err)
+	}
+}
+
+// Reset waits for a refund on its way within its own deadline, not
+// longer: behind a refund that a stalled store holds, it returns its
+// context's error.
+func TestResetBehindAStalledRefundKeepsItsDeadline(t *testing.T) {
+	s := &gatedRefunds{Store: memory.New(nil), entered: make(chan struct{}), open: make(chan struct{})}
+	t.Cleanup(func() { _ = s.Close() })
+	defer close(s.open)
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "fw", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, stuck, err := l.Charge(ctx, "a", 1)
+	if err != nil || stuck == nil {
+		t.Fatalf("Charge: %v %v", stuck, err)
+	}
+	go func() { _, _ = stuck.Refund(ctx, 1) }()
+	<-s.entered
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	reset := make(chan error, 1)
+	go func() { reset <- l.Reset(short, "b") }()
+	select {
+	case err := <-reset:
+		if err == nil {
+			t.Error("Reset behind a stalled refund returned nil, want its deadline's error")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Reset with a 100 ms deadline had not returned after 2 s behind a stalled refund")
+	}
+}
