@@ -249,3 +249,41 @@ func hangUpServer(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+// Close waits for every round trip on its way, not only the abandoned
+// ones, so that no goroutine of the Store outlives it; and a call under
+// way when the store closed sends nothing more: its next round trip fails
+// with ErrClosed.
+func TestCloseWaitsForRoundTripsOnTheirWay(t *testing.T) {
+	verifyNoLeaks(t)
+	addr := firstServer(t)
+	p := startProxy(t, addr, "add")
+	c := gomemcache.New(p.addr())
+	c.Timeout = 10 * time.Second
+	s := memcache.New(c, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	updated := make(chan error, 1)
+	go func() { updated <- s.Update(ctx, uniqueKey(t), put("v", time.Minute)) }()
+	time.Sleep(100 * time.Millisecond) // the add is held at the proxy
+	closed := make(chan struct{})
+	go func() { _ = s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Error("Close returned while an add was on its way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.Release()
+	<-closed
+	<-updated
+	for _, verb := range []string{"gets", "add", "cas"} {
+		p.take(verb)
+	}
+	if err := s.Update(context.Background(), uniqueKey(t), put("v", time.Minute)); !errors.Is(err, memcache.ErrClosed) {
+		t.Errorf("Update after Close: %v, want ErrClosed", err)
+	}
+	if n := p.take("gets") + p.take("add"); n != 0 {
+		t.Errorf("%d commands sent after Close", n)
+	}
+	c.Close()
+}

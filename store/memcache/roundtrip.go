@@ -95,9 +95,16 @@ func (s *Store) roundTrip(ctx context.Context, c *call) fate {
 	if c.err = ctx.Err(); c.err != nil {
 		return notSent
 	}
+	// Counted from before it is sent, so that Close waits for it; and
+	// none is sent once Close began, also by a call under way then.
+	if !s.bg.enter() {
+		c.err = ErrClosed
+		return notSent
+	}
 	if ctx.Done() == nil {
 		// A context that can never end needs no watching.
 		c.do()
+		s.bg.done()
 		return answered
 	}
 	go c.run()
@@ -106,10 +113,8 @@ func (s *Store) roundTrip(ctx context.Context, c *call) fate {
 		return answered
 	case <-ctx.Done():
 	}
-	s.bg.add()
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		// The round trip ended in the meantime: its answer is good.
-		s.bg.done()
 		<-c.done
 		return answered
 	}
@@ -119,9 +124,11 @@ func (s *Store) roundTrip(ctx context.Context, c *call) fate {
 
 func (c *call) run() {
 	c.do()
+	bg := &c.s.bg
 	if c.state.CompareAndSwap(callRunning, callReturned) {
 		// The caller may free c as soon as it hears this: touch nothing
 		// after.
+		bg.done()
 		c.done <- struct{}{}
 		return
 	}
@@ -129,19 +136,39 @@ func (c *call) run() {
 	if c.err == nil && (c.verb == verbAdd || c.verb == verbCas) {
 		c.s.stats.lateWrites.Add(1)
 	}
-	c.s.bg.done()
+	bg.done()
 }
 
-// background tracks abandoned round trips, so that Close can wait for them.
+// background counts the round trips on their way, and the server-clock
+// reads, so that Close can wait for them.
 type background struct {
-	mu   sync.Mutex
-	n    int
-	idle *sync.Cond
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   *sync.Cond
 }
 
 func (b *background) add() {
 	b.mu.Lock()
 	b.n++
+	b.mu.Unlock()
+}
+
+// enter counts a round trip about to be sent, unless Close began.
+func (b *background) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.n++
+	return true
+}
+
+// close makes every later enter fail.
+func (b *background) close() {
+	b.mu.Lock()
+	b.closed = true
 	b.mu.Unlock()
 }
 

@@ -251,12 +251,15 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 // It is safe to call at any time, also after Close.
 func (s *Store) Stats() Stats { return s.stats.snapshot() }
 
-// Close makes every later call fail with ErrClosed and waits for the round
-// trips abandoned at a caller's deadline to end (each within the client's
-// Timeout), so that no goroutine of the Store outlives it. It leaves the
-// client open. Close is idempotent and always returns nil.
+// Close makes every later call fail with ErrClosed, and every call under
+// way fail so at its next round trip (a compare-and-swap loop sends nothing
+// more), and waits for the round trips on their way to end, those
+// abandoned at a caller's deadline too (each within the client's Timeout),
+// so that no goroutine of the Store outlives it. It leaves the client
+// open. Close is idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.bg.close()
 	s.bg.wait()
 	return nil
 }
