@@ -42,19 +42,24 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // slot under the lease id that nobody was given. Whatever the failure policy
 // (and also when the caller's context ended), Acquire then releases that id
 // in the background, as Release would (releasing an id the store does not
-// hold changes nothing): at most 5 attempts, each under a fresh deadline of
+// hold changes nothing): 5 attempts, each under a fresh deadline of
 // Config.Timeout (DefaultTimeout when the limiter has none), the first one
 // deadline after Acquire returned (by then a store has sent the Acquire, if
 // it ever will, so the release does not overtake it), the next after a
 // jittered backoff of half to all of 1, 2, 4, 8 × that deadline, stopping
 // at the first that succeeds; the last attempt's deadline is the end of the
 // window, 21 × that deadline (2.1 s at the default 100 ms) after Acquire
-// returned, and the goroutine ends by itself by then. So once the store
-// answers again within that window, the slot is free right after it does
-// (the last attempt is still waiting for it, even on a client that writes
-// nothing until a new connection's handshake is answered); only a store
-// unreachable for the whole window leaves the slot to LeaseTTL. The
-// Observer hears one "release" event for it, with the last attempt's error.
+// returned, and it is tried again every half to whole deadline while the
+// store refuses it at once (a server down refuses the dial), the last time
+// at the window's end; the goroutine ends by itself a deadline after the
+// window's end at the latest. So once the store answers again
+// within that window, the slot is free by the next attempt (at most the
+// backoff then running; from the last attempt on, at once, or within a
+// deadline for a store that had refused it): the last attempt is still
+// waiting for it, even on a client that writes nothing until a new
+// connection's handshake is answered. Only a store unreachable for the
+// whole window leaves the slot to LeaseTTL. The Observer hears one
+// "release" event for it, with the last attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
 		if !l.made() {
@@ -160,6 +165,30 @@ const (
 	orphanWindow = 1 + orphanAttempts + 1 + 2 + 4 + 8
 )
 
+// lastOrphanRelease is the background release's last attempt: it waits out
+// the window (until end), so that a store that answers again within it
+// takes this release, even one that writes nothing until a new
+// connection's handshake is answered; and, when the store refuses it at
+// once (a server down refuses the dial), tries again every half to whole
+// deadline, the last time at end, each try under a deadline of at least
+// one deadline. It returns the last try's error.
+func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration, end time.Time) error {
+	for {
+		dl := time.Now().Add(wait)
+		if end.After(dl) {
+			dl = end
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), dl)
+		_, err := l.call(ctx, key, store.OpRelease, 1, id)
+		cancel()
+		left := time.Until(end)
+		if err == nil || left <= 0 {
+			return err
+		}
+		time.Sleep(min(wait/2+rand.N(wait/2+1), left))
+	}
+}
+
 // orphansRunning counts the background releases still running (for tests).
 var orphansRunning atomic.Int64
 
@@ -190,15 +219,11 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 				b := wait << (attempt - 1)
 				time.Sleep(b/2 + rand.N(b/2+1))
 			}
-			dl := time.Now().Add(wait)
-			if attempt == orphanAttempts-1 && end.After(dl) {
-				// The last attempt waits out the window: a store that
-				// answers again within it takes this release, even one
-				// that writes nothing until a new connection's handshake
-				// is answered.
-				dl = end
+			if attempt == orphanAttempts-1 {
+				err = l.lastOrphanRelease(key, id, wait, end)
+				break
 			}
-			ctx, cancel := context.WithDeadline(context.Background(), dl)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			_, err = l.call(ctx, key, store.OpRelease, 1, id)
 			cancel()
 			if err == nil {
