@@ -97,14 +97,14 @@ func (s *Store) roundTrip(ctx context.Context, c *call) fate {
 	}
 	// Counted from before it is sent, so that Close waits for it; and
 	// none is sent once Close began, also by a call under way then.
-	if !s.bg.enter() {
+	if !s.bg.Enter() {
 		c.err = ErrClosed
 		return notSent
 	}
 	if ctx.Done() == nil {
 		// A context that can never end needs no watching.
 		c.do()
-		s.bg.done()
+		s.bg.Done()
 		return answered
 	}
 	go c.run()
@@ -128,7 +128,7 @@ func (c *call) run() {
 	if c.state.CompareAndSwap(callRunning, callReturned) {
 		// The caller may free c as soon as it hears this: touch nothing
 		// after.
-		bg.done()
+		bg.Done()
 		c.done <- struct{}{}
 		return
 	}
@@ -136,57 +136,5 @@ func (c *call) run() {
 	if c.err == nil && (c.verb == verbAdd || c.verb == verbCas) {
 		c.s.stats.lateWrites.Add(1)
 	}
-	bg.done()
-}
-
-// background counts the round trips on their way, and the server-clock
-// reads, so that Close can wait for them.
-type background struct {
-	mu     sync.Mutex
-	n      int
-	closed bool
-	idle   *sync.Cond
-}
-
-func (b *background) add() {
-	b.mu.Lock()
-	b.n++
-	b.mu.Unlock()
-}
-
-// enter counts a round trip about to be sent, unless Close began.
-func (b *background) enter() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.n++
-	return true
-}
-
-// close makes every later enter fail.
-func (b *background) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-}
-
-func (b *background) done() {
-	b.mu.Lock()
-	if b.n--; b.n == 0 && b.idle != nil {
-		b.idle.Broadcast()
-	}
-	b.mu.Unlock()
-}
-
-func (b *background) wait() {
-	b.mu.Lock()
-	if b.idle == nil {
-		b.idle = sync.NewCond(&b.mu)
-	}
-	for b.n > 0 {
-		b.idle.Wait()
-	}
-	b.mu.Unlock()
+	bg.Done()
 }

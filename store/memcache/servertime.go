@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 // Memcached reads an expiration past MaxRelativeExpiration as a Unix time
@@ -70,7 +72,7 @@ func newServerClocks(addrs []string) *serverClocks {
 // ctx, for a read (one at a time, shared by every caller), unless the last
 // one reached no server less than clockRetry ago. Reads are tracked by bg,
 // so that Close waits for them.
-func (c *serverClocks) now(ctx context.Context, bg *background) (int64, bool) {
+func (c *serverClocks) now(ctx context.Context, bg *inflight.Counter) (int64, bool) {
 	c.mu.Lock()
 	latest, known, stale := c.latest()
 	switch {
@@ -100,12 +102,12 @@ func (c *serverClocks) now(ctx context.Context, bg *background) (int64, bool) {
 }
 
 // startRead reads every server's clock in the background; c.mu is held.
-func (c *serverClocks) startRead(bg *background) {
+func (c *serverClocks) startRead(bg *inflight.Counter) {
 	done := make(chan struct{})
 	c.inflight = done
-	bg.add()
+	bg.Add()
 	go func() {
-		defer bg.done()
+		defer bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), clockTimeout)
 		ok := c.refresh(ctx)
 		cancel()

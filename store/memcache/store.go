@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -22,7 +23,7 @@ type Store struct {
 	cfg   config
 	queue *queue // nil with Options.NoLocalQueue
 	stats *counters
-	bg    background
+	bg    inflight.Counter // round trips on their way, and clock reads: Close waits for them
 	// clocks reads memcached's own clock for absolute expirations (nil
 	// without Options.Servers).
 	clocks *serverClocks
@@ -259,7 +260,7 @@ func (s *Store) Stats() Stats { return s.stats.snapshot() }
 // open. Close is idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.closed.Store(true)
-	s.bg.close()
-	s.bg.wait()
+	s.bg.Close()
+	s.bg.Wait()
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 // shared carries the commands that do not go down one of the store's
@@ -168,38 +170,19 @@ func broke(ctx context.Context, err error) bool {
 //
 // A lane may come back after Close waited (a call that held it returns
 // later): it is dropped the same way, and its goroutine ends within that
-// second. (A sync.WaitGroup may not be added to while Wait runs.)
-type dropper struct {
-	mu   sync.Mutex
-	n    int
-	idle *sync.Cond
-}
+// second.
+type dropper struct{ inflight.Counter }
 
 func (p *dropper) drop(l *lane) {
-	p.mu.Lock()
-	p.n++
-	p.mu.Unlock()
+	p.Add()
 	go func() {
+		defer p.Done()
 		l.dc.Close()
 		l.release()
-		p.mu.Lock()
-		if p.n--; p.n == 0 && p.idle != nil {
-			p.idle.Broadcast()
-		}
-		p.mu.Unlock()
 	}()
 }
 
-func (p *dropper) wait() {
-	p.mu.Lock()
-	if p.idle == nil {
-		p.idle = sync.NewCond(&p.mu)
-	}
-	for p.n > 0 {
-		p.idle.Wait()
-	}
-	p.mu.Unlock()
-}
+func (p *dropper) wait() { p.Wait() }
 
 // remake starts the maker of the pipelined connections unless it runs, or
 // the client is not standalone.
