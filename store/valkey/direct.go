@@ -219,8 +219,9 @@ func dialLane(c valkeygo.Client, stop <-chan struct{}) (*lane, bool) {
 	return &lane{dc: dc, release: release}, true
 }
 
-// close gives every idle lane back to the client; a lane in use, or one
-// the maker is still dialling, is given back when it comes to put.
+// close gives every idle lane back to the client (d.drops, which the
+// store's Close waits for); a lane in use, or one the maker is still
+// dialling, is given back when it comes to put.
 func (d *direct) close() {
 	d.mu.Lock()
 	if d.closed {
@@ -231,5 +232,4 @@ func (d *direct) close() {
 	close(d.stop)
 	d.mu.Unlock()
 	d.dropIdle() // put gives back the lanes in use: the store is closed
-	d.drops.wait()
 }

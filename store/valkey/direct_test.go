@@ -3,6 +3,7 @@ package valkey_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -278,26 +279,42 @@ func runCallers(t *testing.T, s *valkey.Store, key store.Key, args store.ScriptA
 // client, so that giving them back does not wait on the server (it waited
 // 12 s), and closing waits its second for them all at once.
 func TestCloseOnASilentServerReturnsWithinASecond(t *testing.T) {
-	proxy, s, _, key, args := proxiedStore(t)
-	waitPipesUp(t, s)
-	proxy.Stall()
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			_, _ = s.RunScript(ctx, countScript, key, args)
+	for _, tc := range []struct {
+		inFlight int
+		open     bool // the store's own client (Open), which Close closes too
+	}{{0, false}, {40, false}, {0, true}} {
+		t.Run(fmt.Sprintf("%d calls in flight, Open %v", tc.inFlight, tc.open), func(t *testing.T) {
+			inFlight := tc.inFlight
+			proxy, s, _, key, args := proxiedStore(t)
+			if tc.open {
+				var err error
+				if s, err = valkey.Open(valkeygo.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitPipesUp(t, s)
+			// Dedicated connections, idle again once these return.
+			runCallers(t, s, key, args, 4, 10)
+			proxy.Stall()
+			var wg sync.WaitGroup
+			for range inFlight {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+					defer cancel()
+					_, _ = s.RunScript(ctx, countScript, key, args)
+				})
+			}
+			time.Sleep(50 * time.Millisecond)
+			start := time.Now()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			wg.Wait()
+			proxy.Resume()
+			if took > 1500*time.Millisecond {
+				t.Errorf("Close took %v on a silent server, want about a second at most", took)
+			}
 		})
-	}
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	wg.Wait()
-	proxy.Resume()
-	if took > 1500*time.Millisecond {
-		t.Errorf("Close took %v on a silent server, want about a second at most", took)
 	}
 }

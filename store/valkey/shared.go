@@ -217,8 +217,8 @@ func (sh *shared) make() {
 	}
 }
 
-// close gives the pipelined connection back to the client, and stops the
-// maker.
+// close gives the pipelined connections back to the client (sh.drops,
+// which the store's Close waits for), and stops the maker.
 func (sh *shared) close() {
 	sh.mu.Lock()
 	if sh.closed {
@@ -233,7 +233,6 @@ func (sh *shared) close() {
 		}
 	}
 	sh.mu.Unlock()
-	sh.drops.wait()
 }
 
 // apartCall is a command's reply on its way from apart's goroutine.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -227,14 +228,25 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.watch.stop()
+	// Everything is given back, and the store's own client closed, at
+	// once; then Close waits for it all: a second on a silent server,
+	// not a second for each.
 	if s.direct != nil {
 		s.direct.close()
 	}
 	if s.sh != nil {
 		s.sh.close()
 	}
+	var client sync.WaitGroup
 	if s.owned {
-		s.c.Close()
+		client.Go(s.c.Close)
 	}
+	if s.direct != nil {
+		s.direct.drops.wait()
+	}
+	if s.sh != nil {
+		s.sh.drops.wait()
+	}
+	client.Wait()
 	return nil
 }
