@@ -41,7 +41,8 @@ type PolicyChecker interface {
 // reported had the n units not been charged: what a refused multi-limit
 // decision, which charges nothing, reports for a limit that would have
 // admitted. For any other algorithm it reports ResetAfter as it was, which
-// errs late (the sliding log's) or is exact (a window's end).
+// is exact (a window's end) or errs late (the sliding log's and the
+// sliding counter's: the time the charge itself would have left counted).
 type Uncharger interface {
 	Uncharged(d Decision, n int64, p *Policy) time.Duration
 }

@@ -145,8 +145,10 @@ type LimitState struct {
 	// limit alone would admit the request; when the request as a whole was
 	// refused, nothing was charged, and Remaining and ResetAfter are what
 	// this limit has as it stands (ResetAfter is exact for every algorithm
-	// but the sliding log, whose reset is reported as if charged, which
-	// errs late). RetryAfter is zero for a limit that would admit.
+	// but the sliding log and the sliding counter, whose reset is reported
+	// as if charged, which errs late: by up to a window for the sliding
+	// counter, when only this request would have counted in the current
+	// window). RetryAfter is zero for a limit that would admit.
 	Decision
 	// Window is the limit's Policy.Window (for the RateLimit-Policy field).
 	Window time.Duration
