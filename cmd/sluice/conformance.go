@@ -118,6 +118,9 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		if len(results) > 0 {
 			printTable(stdout, results)
 		}
+		if err := lost(ctx, *spec); err != nil {
+			return err
+		}
 		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes about half a minute against a local redis-server", *timeout, len(results))
 	}
 	if len(results) == 0 {
@@ -132,17 +135,26 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintln(stdout, "\nfailures:")
 			printFailures(stdout, out.Bytes())
 		}
-		// A store that went away during the run failed no check of its
-		// own: say so, and exit as for one that never answered.
-		if b, err := openBackend(ctx, *spec); err != nil {
-			var lost unreachableError
-			if errors.As(err, &lost) {
-				return unreachableError{fmt.Errorf("the store stopped answering during the suite, so the failures above say nothing of its conformance: %w", lost.err)}
-			}
-		} else {
-			b.Close()
+		if err := lost(ctx, *spec); err != nil {
+			return err
 		}
 		return errFailed
+	}
+	return nil
+}
+
+// lost asks the store of spec again after a run that failed or did not
+// finish: one that no longer answers (gone, or silent) failed no check of
+// its own, and the run exits as for a store that never answered.
+func lost(ctx context.Context, spec string) error {
+	b, err := openBackend(ctx, spec)
+	if err == nil {
+		b.Close()
+		return nil
+	}
+	var gone unreachableError
+	if errors.As(err, &gone) {
+		return unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone.err)}
 	}
 	return nil
 }

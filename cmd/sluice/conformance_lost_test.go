@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,37 @@ import (
 // stops listening and closes every connection: the server, as its clients
 // see it, is gone.
 type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	cut    bool
+	silent atomic.Bool // forward nothing more, in either direction (Silence)
+}
+
+// Silence makes the server silent, as a stopped process is: connections
+// stay open and new ones are accepted, and nothing passes any more.
+func (p *cutProxy) Silence() { p.silent.Store(true) }
+
+// pipe copies src to dst until either ends, or forever nothing once the
+// proxy is silent (until it is cut).
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if p.silent.Load() {
+			_, _ = io.Copy(io.Discard, src) // until the proxy is cut
+			return
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -42,8 +70,8 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 				}
 				continue
 			}
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
+			go p.pipe(s, c)
+			go p.pipe(c, s)
 		}
 	}()
 	return p
@@ -80,5 +108,18 @@ func TestConformanceStoreLostMidRun(t *testing.T) {
 	}
 	if !strings.Contains(out, "gcra") {
 		t.Errorf("the checks that ran are not shown:\n%s", out)
+	}
+}
+
+// A store that goes silent during the suite, so that the suite does not
+// finish within --timeout, is unreachable (exit 3) too.
+func TestConformanceStoreSilentMidRun(t *testing.T) {
+	p := newCutProxy(t, testenv.MemcacheAddrs(t)[0])
+	silence := time.AfterFunc(1500*time.Millisecond, p.Silence)
+	defer silence.Stop()
+	code, out, errOut := sluice(t, "conformance", "--store", "memcache://"+p.ln.Addr().String(), "--timeout", "5s")
+	wantCode(t, code, exitUnreachable, out, errOut)
+	if !strings.Contains(errOut, "stopped answering") {
+		t.Errorf("stderr does not say the store stopped answering:\n%s", errOut)
 	}
 }
