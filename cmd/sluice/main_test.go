@@ -77,6 +77,10 @@ func TestDemoFlagsItAccepts(t *testing.T) {
 		code, out, errOut = sluice(t, "demo", "--store", "memory", "--limit", limit)
 		wantCode(t, code, exitOK, out, errOut)
 	}
+	// Over HTTP too: a leaky bucket's queue is deeper than its burst, and
+	// admits its Quota (twice the limit here), not the limit.
+	code, out, errOut = sluice(t, "demo", "--store", "memory", "--http-algorithm", "leaky-bucket")
+	wantCode(t, code, exitOK, out, errOut)
 }
 
 func TestDemoRedis(t *testing.T) {
