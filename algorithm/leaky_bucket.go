@@ -71,9 +71,14 @@ var leakyBucketScript = loadScript("leaky-bucket")
 // Name returns "leaky-bucket".
 func (LeakyBucket) Name() string { return "leaky-bucket" }
 
-// Quota returns p.Capacity() + ⌊p.MaxDelayMicros()/p.IntervalMicros()⌋.
+// Quota returns p.Capacity() + ⌊p.MaxDelayMicros()/p.IntervalMicros()⌋
+// (p.Capacity() for a Policy with no interval, which Validate refuses).
 func (LeakyBucket) Quota(p *core.Policy) int64 {
-	return p.Capacity() + p.MaxDelayMicros()/p.IntervalMicros()
+	t := p.IntervalMicros()
+	if t < 1 {
+		return p.Capacity()
+	}
+	return p.Capacity() + p.MaxDelayMicros()/t
 }
 
 // Script returns the Lua twin, lua/leaky-bucket.lua.

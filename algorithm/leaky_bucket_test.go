@@ -163,3 +163,20 @@ func TestLeakyBucketLuaCluster(t *testing.T) {
 func BenchmarkLeakyBucketStep(b *testing.B) { benchStep(b, LeakyBucket{}, lbPolicy) }
 
 func BenchmarkLeakyBucketStepParallel(b *testing.B) { benchStepParallel(b, LeakyBucket{}, lbPolicy) }
+
+// Quota of a Policy that Validate refuses answers without panicking, as
+// Policy's derived values do.
+func TestLeakyBucketQuotaOfAnInvalidPolicy(t *testing.T) {
+	for _, alg := range All() {
+		for _, p := range []core.Policy{{}, {Limit: -5, Window: time.Second}, {Window: time.Second}} {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s: Quota(%v) panicked: %v", alg.Name(), p, r)
+					}
+				}()
+				alg.Quota(&p)
+			}()
+		}
+	}
+}

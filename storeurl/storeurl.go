@@ -134,6 +134,18 @@ func (e *URLError) Error() string {
 // Is makes errors.Is(err, ErrBadURL) true.
 func (e *URLError) Is(target error) bool { return target == ErrBadURL }
 
+// cutError is err with its message cut to 512 bytes: an error that quotes
+// a host of the URL (a resolver's does) is as long as the host.
+func cutError(err error) error { return &shortError{msg: abbrev.Cut(err.Error(), 512), err: err} }
+
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }
+
 // Backend is an opened store and the client it runs on.
 type Backend struct {
 	// Store is what core.Config.Store takes.
@@ -863,7 +875,7 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	// as a store that answers and then fail every call.
 	var servers gomemcache.ServerList
 	if err := servers.SetServers(addrs...); err != nil {
-		return nil, &store.Error{Op: "open", Err: fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err)}
+		return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
 	}
 	c := gomemcache.NewFromSelector(&servers)
 	c.Timeout, c.MaxIdleConns = timeout, idle

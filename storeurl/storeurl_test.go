@@ -460,6 +460,10 @@ func TestLongURLErrorIsShort(t *testing.T) {
 	if !errors.Is(err, storeurl.ErrBadURL) || len(err.Error()) > 600 {
 		t.Errorf("Open of a 1 MiB URL: a %d-byte error (matching ErrBadURL: %v), want a short one", len(err.Error()), errors.Is(err, storeurl.ErrBadURL))
 	}
+	// A host that does not resolve is the store's error, not the URL's.
+	if _, err := storeurl.Open("memcache://" + strings.Repeat("a", 1<<20) + ":11211"); err == nil || len(err.Error()) > 600 {
+		t.Errorf("Open of a 1 MiB memcached host: a %d-byte error, want a short one", len(fmt.Sprint(err)))
+	}
 }
 
 // Close may be called from several goroutines at once: each returns, the

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // DefaultMaxPolicies is Options.MaxPolicies when it is zero.
@@ -92,7 +93,7 @@ var BreakerStates = []string{"closed", "open", "half-open", Other}
 // registered none of its own, and an error for a nil reg or a
 // NearLimitRatio outside (0, 1].
 func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
-	if reg == nil {
+	if store.IsNil(reg) {
 		return nil, errors.New("sluice/observe/prometheus: the Registerer is nil (prometheus.DefaultRegisterer, or a prometheus.NewRegistry())")
 	}
 	if opts.Namespace == "" {

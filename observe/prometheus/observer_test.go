@@ -97,6 +97,9 @@ func TestFailedNewRegistersNothing(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Error("New(nil): no error")
 	}
+	if _, err := New((*prometheus.Registry)(nil), Options{}); err == nil {
+		t.Error("New of a nil *Registry: no error")
+	}
 }
 
 // Past MaxPolicies names, policies count under "other": the series stay
