@@ -28,22 +28,30 @@ func (g *gatedRefunds) Update(ctx context.Context, k store.Key, m store.Mutation
 	return g.Store.Update(ctx, k, m)
 }
 
+// chargedBehindAGate is a Limiter of 5 an hour (fixed window) over a store
+// whose refunds wait at a gate, and the receipt of a charge of n to id.
+func chargedBehindAGate(t *testing.T, timeout time.Duration, id string, n int64) (*gatedRefunds, *core.Limiter, *core.Receipt) {
+	t.Helper()
+	s := &gatedRefunds{Store: memory.New(nil), entered: make(chan struct{}), open: make(chan struct{})}
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "fw", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := l.Charge(context.Background(), id, n)
+	if err != nil || rc == nil {
+		t.Fatalf("Charge: %v %v", rc, err)
+	}
+	return s, l, rc
+}
+
 // A refund already on its way when Reset runs must not land in the state
 // after the Reset, where later charges took the units: Reset waits for it
 // (it lands before the delete), and the identity gets exactly its fresh
 // quota.
 func TestRefundInFlightDuringResetLandsBeforeIt(t *testing.T) {
-	s := &gatedRefunds{Store: memory.New(nil), entered: make(chan struct{}), open: make(chan struct{})}
-	t.Cleanup(func() { _ = s.Close() })
-	l, err := core.New(core.Config{Policy: core.Policy{Name: "fw", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, l, rc := chargedBehindAGate(t, 5*time.Second, "id", 5)
 	ctx := context.Background()
-	_, rc, err := l.Charge(ctx, "id", 5)
-	if err != nil || rc == nil {
-		t.Fatalf("Charge: %v %v", rc, err)
-	}
 	refunded := make(chan error, 1)
 	go func() { _, err := rc.Refund(ctx, 1); refunded <- err }()
 	<-s.entered
@@ -80,18 +88,9 @@ func TestZeroReceiptRefundsNothing(t *testing.T) {
 // longer: behind a refund that a stalled store holds, it returns its
 // context's error.
 func TestResetBehindAStalledRefundKeepsItsDeadline(t *testing.T) {
-	s := &gatedRefunds{Store: memory.New(nil), entered: make(chan struct{}), open: make(chan struct{})}
-	t.Cleanup(func() { _ = s.Close() })
+	s, l, stuck := chargedBehindAGate(t, -1, "a", 1)
 	defer close(s.open)
-	l, err := core.New(core.Config{Policy: core.Policy{Name: "fw", Limit: 5, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	_, stuck, err := l.Charge(ctx, "a", 1)
-	if err != nil || stuck == nil {
-		t.Fatalf("Charge: %v %v", stuck, err)
-	}
 	go func() { _, _ = stuck.Refund(ctx, 1) }()
 	<-s.entered
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
