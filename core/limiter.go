@@ -187,8 +187,7 @@ type Limiter struct {
 	deny    *denyCache
 	local   bool
 	ticks   atomic.Pointer[tick] // the shared deadline of the current granule (deadline.go)
-	resets  atomic.Uint64        // Resets so far: a Receipt from before one refunds nothing
-	resetMu sync.RWMutex         // refunds read-hold it to the store's answer; Reset waits for them (Receipt.Refund)
+	resets  resetGate            // Resets so far, and the refunds on their way: a Receipt from before a Reset refunds nothing
 
 	// step is alg as the store's path steps it: clamped for the store's
 	// clock skew (skew.go).
@@ -614,8 +613,10 @@ func (l *Limiter) now() int64 {
 // Refund returns ErrNotRefunded, a Reservation's Settle refunds nothing):
 // their units would go into the state after the Reset, which later
 // charges took. A refund already on its way when Reset is called lands
-// first: Reset waits for it, within its own deadline (Timeout, or ctx's:
-// past it, Reset returns ctx's error and deletes nothing). A Reset by
+// first: Reset waits for it (for those alone, not for refunds of other
+// receipts made meanwhile), within its own deadline (Timeout, or ctx's:
+// past it, Reset returns ctx's error and deletes nothing; the receipts are
+// void all the same). A Reset by
 // another instance cannot void them: refund only what was charged since
 // the last Reset anyone made.
 func (l *Limiter) Reset(ctx context.Context, identity string) error {
@@ -632,7 +633,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
 	// Before the delete: a charge it may have missed is refunded by nobody.
-	if err := countReset(ctx, &l.resetMu, &l.resets); err != nil {
+	if err := l.resets.reset(ctx); err != nil {
 		return err
 	}
 	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})

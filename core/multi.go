@@ -199,14 +199,13 @@ type MultiConfig struct {
 // The two paths keep different keys: every instance that shares a Multi's
 // Name must use the same store path (as Config.NoScript says).
 type Multi struct {
-	cfg     MultiConfig
-	ns      string
-	runner  store.MultiScriptRunner
-	skew    int64 // µs; -1 when the store declares none (no clamp)
-	local   bool
-	dl      *Limiter // holds the shared deadline of each granule (deadline.go)
-	resets  atomic.Uint64
-	resetMu sync.RWMutex // as Limiter's
+	cfg    MultiConfig
+	ns     string
+	runner store.MultiScriptRunner
+	skew   int64 // µs; -1 when the store declares none (no clamp)
+	local  bool
+	dl     *Limiter  // holds the shared deadline of each granule (deadline.go)
+	resets resetGate // as Limiter's
 }
 
 // NewMulti validates cfg and returns a Multi.
@@ -337,7 +336,7 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	}
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
-	if err := countReset(ctx, &m.resetMu, &m.resets); err != nil { // as Limiter.Reset
+	if err := m.resets.reset(ctx); err != nil { // as Limiter.Reset
 		return err
 	}
 	err = d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})

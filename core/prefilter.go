@@ -32,9 +32,9 @@ func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start t
 			return l.settleFrom(ctx, identity, n, d, nil, start, fromPreFilter)
 		}
 	}
-	resets := l.resets.Load()
+	resets := l.resets.count()
 	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
-	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded && l.resets.Load() == resets {
+	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded && l.resets.count() == resets {
 		// Not a refusal a Reset overtook: it may describe a key since gone.
 		l.deny.put(identity, n, now, d)
 	}

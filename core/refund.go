@@ -84,20 +84,6 @@ func (r *Receipt) N() int64 { return r.n }
 // Left is the units that may still be refunded.
 func (r *Receipt) Left() int64 { return r.left.Load() }
 
-// resetSince reports whether the receipt's Limiter or Multi was Reset
-// after it charged (or while it did): the state it charged is gone, and
-// its units would go into the state after the Reset, which later charges
-// took.
-func (r *Receipt) resetSince() bool {
-	switch {
-	case r.l != nil:
-		return r.l.resets.Load() != r.resets
-	case r.m != nil:
-		return r.m.resets.Load() != r.resets
-	}
-	return true // a zero Receipt
-}
-
 // take reserves up to n units of the receipt for a refund.
 func (r *Receipt) take(n int64) int64 {
 	for {
@@ -125,16 +111,14 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	if n < 1 {
 		return 0, costBelowOne(n)
 	}
-	// Held from the check to the store's answer: a Reset waits for a
+	// Counted from the check to the store's answer: a Reset waits for a
 	// refund on its way, which then lands before the delete, never in the
 	// state after it.
-	if mu := r.resetMu(); mu != nil {
-		mu.RLock()
-		defer mu.RUnlock()
-	}
-	if r.resetSince() {
+	g := r.gate()
+	if g == nil || !g.enter(r.resets) {
 		return 0, ErrNotRefunded
 	}
+	defer g.leave(r.resets)
 	k := r.take(n)
 	if k == 0 {
 		return 0, ErrNotRefunded
@@ -145,13 +129,60 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	return r.m.refund(ctx, r, k)
 }
 
-// countReset counts a Reset in resets once the refunds on their way, which
-// hold mu for reading, have landed, so that they land before its delete.
-// It waits within ctx, and returns ctx's error past it. It polls TryLock
-// rather than waits in Lock: a writer waiting in Lock would hold up every
-// later refund, of any identity, behind the one it waits for.
-func countReset(ctx context.Context, mu *sync.RWMutex, resets *atomic.Uint64) error {
-	for !mu.TryLock() {
+// resetGate orders a Limiter's (or Multi's) Resets and refunds. A refund
+// enters it with the Resets count its receipt was charged at, and is
+// refused once a Reset came since; one that entered is counted until the
+// store answered. A Reset counts itself, so that no refund enters after
+// it, and waits for the refunds that entered before, so that they land
+// before its delete. It waits for those alone: later refunds, of other
+// receipts, never keep it waiting.
+type resetGate struct {
+	n        atomic.Uint64 // Resets so far: read without mu
+	mu       sync.Mutex
+	inflight map[uint64]int // refunds on their way, by the count they entered at
+}
+
+// count is the number of Resets so far.
+func (g *resetGate) count() uint64 { return g.n.Load() }
+
+func (g *resetGate) enter(resets uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n.Load() != resets {
+		return false
+	}
+	if g.inflight == nil {
+		g.inflight = map[uint64]int{}
+	}
+	g.inflight[resets]++
+	return true
+}
+
+func (g *resetGate) leave(resets uint64) {
+	g.mu.Lock()
+	if g.inflight[resets]--; g.inflight[resets] == 0 {
+		delete(g.inflight, resets)
+	}
+	g.mu.Unlock()
+}
+
+// reset counts a Reset, then waits within ctx for the refunds that entered
+// before it (also before an earlier Reset that gave up waiting), and
+// returns ctx's error past it.
+func (g *resetGate) reset(ctx context.Context) error {
+	g.mu.Lock()
+	at := g.n.Add(1) - 1
+	g.mu.Unlock()
+	for {
+		g.mu.Lock()
+		busy := false
+		for k := range g.inflight {
+			busy = busy || k <= at
+		}
+		g.mu.Unlock()
+		if !busy {
+			return nil
+		}
 		t := time.NewTimer(time.Millisecond)
 		select {
 		case <-ctx.Done():
@@ -160,19 +191,16 @@ func countReset(ctx context.Context, mu *sync.RWMutex, resets *atomic.Uint64) er
 		case <-t.C:
 		}
 	}
-	resets.Add(1)
-	mu.Unlock()
-	return nil
 }
 
-// resetMu is the lock of the receipt's Limiter or Multi that orders its
-// refunds and Resets (nil for a zero Receipt).
-func (r *Receipt) resetMu() *sync.RWMutex {
+// gate is the receipt's Limiter's or Multi's resetGate (nil for a zero
+// Receipt).
+func (r *Receipt) gate() *resetGate {
 	switch {
 	case r.l != nil:
-		return &r.l.resetMu
+		return &r.l.resets
 	case r.m != nil:
-		return &r.m.resetMu
+		return &r.m.resets
 	}
 	return nil
 }
@@ -197,7 +225,7 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 	if err := l.check(identity, n); err != nil {
 		return Decision{}, nil, err
 	}
-	resets := l.resets.Load() // before the charge: a Reset during it voids the receipt
+	resets := l.resets.count() // before the charge: a Reset during it voids the receipt
 	start := l.timer()
 	key := store.Key{Namespace: l.ns, Identity: identity}
 	var d Decision
@@ -360,7 +388,7 @@ func (rm *refundMutation) Apply(state []byte) ([]byte, time.Duration) {
 // Refund gives the units back to every limit (see Limiter.Charge). A
 // refusal or a degraded decision charges nothing and returns no Receipt.
 func (m *Multi) Charge(ctx context.Context, identity string, limits *Limits, n int64, states []LimitState) (Decision, []LimitState, *Receipt, error) {
-	resets := m.resets.Load()
+	resets := m.resets.count()
 	d, states, at, err := m.allow(ctx, identity, limits, n, states)
 	if err != nil || !d.Allowed || d.Degraded {
 		return d, states, nil, err

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +105,47 @@ func TestResetBehindAStalledRefundKeepsItsDeadline(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Reset with a 100 ms deadline had not returned after 2 s behind a stalled refund")
+	}
+}
+
+// Reset waits only for the refunds on their way when it is called: refunds
+// of other receipts, made after it, never keep it waiting, however many.
+func TestResetIsNotStarvedByLaterRefunds(t *testing.T) {
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "p", Limit: 1_000_000, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: memory.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, id := range []string{"a", "b", "c", "d"} {
+		wg.Go(func() {
+			for {
+				_, rc, err := l.Charge(ctx, id, 100)
+				if err != nil || rc == nil {
+					return
+				}
+				for range 100 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, _ = rc.Refund(ctx, 1)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(stop)
+	time.Sleep(20 * time.Millisecond)
+	for i := range 5 {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		err := l.Reset(short, "victim")
+		cancel()
+		if err != nil {
+			t.Fatalf("Reset %d amid other identities' refunds: %v", i, err)
+		}
 	}
 }
