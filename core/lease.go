@@ -51,8 +51,8 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // window, 21 × that deadline (2.1 s at the default 100 ms) after Acquire
 // returned, and it is tried again every half to whole deadline while the
 // store refuses it at once (a server down refuses the dial), the last time
-// at the window's end; the goroutine ends by itself a deadline after the
-// window's end at the latest. So once the store answers again
+// once the window has ended; the goroutine ends by itself a deadline after
+// the window's end at the latest. So once the store answers again
 // within that window, the slot is free by the next attempt (at most the
 // backoff then running; from the last attempt on, at once, or within a
 // deadline for a store that had refused it): the last attempt is still
@@ -170,22 +170,28 @@ const (
 // takes this release, even one that writes nothing until a new
 // connection's handshake is answered; and, when the store refuses it at
 // once (a server down refuses the dial), tries again every half to whole
-// deadline, the last time at end, each try under a deadline of at least
-// one deadline. It returns the last try's error.
+// deadline, the last time once end has come, each try under a deadline of
+// at least one deadline. It returns the last try's error.
 func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration, end time.Time) error {
 	for {
-		dl := time.Now().Add(wait)
+		began := time.Now()
+		dl := began.Add(wait)
 		if end.After(dl) {
 			dl = end
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), dl)
 		_, err := l.call(ctx, key, store.OpRelease, 1, id)
 		cancel()
-		left := time.Until(end)
-		if err == nil || left <= 0 {
+		// Done once a try that began at the window's end failed too: one
+		// that began before may have spent its time on its client's own
+		// retries (go-redis dials again after a refusal) while the store
+		// came back.
+		if err == nil || !began.Before(end) {
 			return err
 		}
-		time.Sleep(min(wait/2+rand.N(wait/2+1), left))
+		if left := time.Until(end); left > 0 {
+			time.Sleep(min(wait/2+rand.N(wait/2+1), left))
+		}
 	}
 }
 

@@ -149,6 +149,10 @@ type stallingStore struct {
 	// refuse: before stallEnd a release fails at once, as a dial to a
 	// server that is down does, instead of waiting.
 	refuse bool
+	// sticky: a release begun before stallEnd fails at its deadline even
+	// when the stall ends first, as a client busy with its own retries
+	// of a refused dial does.
+	sticky bool
 }
 
 func (s *stallingStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
@@ -159,6 +163,10 @@ func (s *stallingStore) Update(ctx context.Context, key store.Key, m store.Mutat
 		return store.UnknownOutcome(errors.New("acquire reply lost"))
 	}
 	if wait := time.Until(s.stallEnd); wait > 0 {
+		if s.sticky {
+			<-ctx.Done()
+			return &store.Error{Op: "update", Err: ctx.Err()}
+		}
 		if s.refuse {
 			return &store.Error{Op: "update", Err: errors.New("dial tcp: connection refused")}
 		}
@@ -180,17 +188,17 @@ func (s *stallingStore) Update(ctx context.Context, key store.Key, m store.Mutat
 // then when the store refuses it at once (a server down refuses the dial).
 func TestOrphanReleaseOutlastsAStallWithinTheWindow(t *testing.T) {
 	const timeout = 10 * time.Millisecond
-	for _, refuse := range []bool{false, true} {
+	for _, mode := range []string{"silent", "refusing", "sticky"} {
 		// The stall ends 20 of the window's 21 deadlines after Acquire
 		// returns, or 0.3 of a deadline before the window's end.
 		for _, stall := range []time.Duration{(orphanWindow - 1) * timeout, orphanWindow*timeout - 3*timeout/10} {
-			t.Run(fmt.Sprintf("refuse=%v/stall=%v", refuse, stall), func(t *testing.T) { orphanOutlastsAStall(t, refuse, timeout, stall) })
+			t.Run(fmt.Sprintf("%s/stall=%v", mode, stall), func(t *testing.T) { orphanOutlastsAStall(t, mode, timeout, stall) })
 		}
 	}
 }
 
-func orphanOutlastsAStall(t *testing.T, refuse bool, timeout, stall time.Duration) {
-	s := &stallingStore{mapStore: newMapStore(), refuse: refuse}
+func orphanOutlastsAStall(t *testing.T, mode string, timeout, stall time.Duration) {
+	s := &stallingStore{mapStore: newMapStore(), refuse: mode == "refusing", sticky: mode == "sticky"}
 	s.stallEnd = time.Now().Add(stall)
 	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s, Timeout: timeout})
 	// Three leases, whose releases each draw their own jitter.
