@@ -220,9 +220,10 @@ func (s *Store) send(ctx context.Context, cmd valkeygo.Completed) (valkeygo.Valk
 // core.ErrUnavailable, and the background checks of the eviction policy
 // end. It does not close a valkey-go client given to New, which the caller
 // owns and may share; it closes the one Open built. The store's own
-// connections are closed, and Close waits for that: about a second at most
-// on a server that does not answer (valkey-go's). Close is idempotent and
-// always returns nil.
+// connections are closed, and Close waits for that: on a server that does
+// not answer, about a second at most, and about two when it closes the
+// client Open built (valkey-go's own Close waits that long). Close is
+// idempotent and always returns nil.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
