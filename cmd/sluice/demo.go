@@ -456,12 +456,20 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 		}
 	}
 	// Honest Retry-After: a request sent once it has passed, counted from
-	// the 429 that carried it, is admitted.
-	wait := d.p.Window + 50*time.Millisecond - time.Since(start)
+	// the 429 that carried it, is admitted. With no 429 (fewer requests
+	// than the limit), until the burst has left the window: two windows
+	// for the sliding counter, which weighs the last one.
+	span := d.p.Window
+	if _, ok := alg.(algorithm.SlidingCounter); ok {
+		span *= 2
+	}
+	wait := span + 50*time.Millisecond - time.Since(start)
+	what, after := "until the burst has left the window", "after the wait"
 	if sample != nil {
 		wait = ra - time.Since(sampleAt)
+		what, after = "the 429's Retry-After, counted from when it arrived", "after Retry-After"
 	}
-	fmt.Fprintf(d.out, "\nwaiting %s (the 429's Retry-After, counted from when it arrived)…\n", round(max(wait, 0)))
+	fmt.Fprintf(d.out, "\nwaiting %s (%s)…\n", round(max(wait, 0)), what)
 	if err := sleepCtx(ctx, wait); err != nil {
 		return ok, false, err
 	}
@@ -473,12 +481,12 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 			resp.Body.Close()
 			status = resp.Status
 			if resp.StatusCode == http.StatusOK {
-				fmt.Fprintf(d.out, "  %s after Retry-After: %s, RateLimit: %s\n", in.name, status, resp.Header.Get("Ratelimit"))
+				fmt.Fprintf(d.out, "  %s %s: %s, RateLimit: %s\n", in.name, after, status, resp.Header.Get("Ratelimit"))
 				continue
 			}
 		}
 		resumed = false
-		fmt.Fprintf(d.out, "  %s after Retry-After: %s (want 200)\n", in.name, status)
+		fmt.Fprintf(d.out, "  %s %s: %s (want 200)\n", in.name, after, status)
 	}
 	return ok, resumed, nil
 }

@@ -81,6 +81,10 @@ func TestDemoFlagsItAccepts(t *testing.T) {
 	// admits its Quota (twice the limit here), not the limit.
 	code, out, errOut = sluice(t, "demo", "--store", "memory", "--http-algorithm", "leaky-bucket")
 	wantCode(t, code, exitOK, out, errOut)
+	// No 429 over HTTP: every instance is admitted once the burst has left
+	// the window, two for the sliding counter.
+	code, out, errOut = sluice(t, "demo", "--store", "memory", "--limit", "5", "--window", "1s", "--http-algorithm", "sliding-counter", "--requests", "4")
+	wantCode(t, code, exitOK, out, errOut)
 }
 
 func TestDemoRedis(t *testing.T) {
