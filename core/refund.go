@@ -131,14 +131,17 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 
 // resetGate orders a Limiter's (or Multi's) Resets and refunds. A refund
 // enters it with the Resets count its receipt was charged at, and is
-// refused once a Reset came since; one that entered is counted until the
-// store answered. A Reset counts itself, so that no refund enters after
-// it, and waits for the refunds that entered before, so that they land
-// before its delete. It waits for those alone: later refunds, of other
-// receipts, never keep it waiting.
+// counted until the store answered. A Reset first bars every receipt of
+// the count so far from entering, then waits for the refunds that entered
+// before (so that they land before its delete), and only then counts
+// itself, right before its delete: a receipt of a charge made while it
+// waited is of the old count, void, as the delete takes its units. It
+// waits for the refunds on their way alone: later ones, of receipts
+// charged after it, never keep it waiting.
 type resetGate struct {
 	n        atomic.Uint64 // Resets so far: read without mu
 	mu       sync.Mutex
+	barred   uint64         // receipts of a count below it may not enter
 	inflight map[uint64]int // refunds on their way, by the count they entered at
 }
 
@@ -148,7 +151,7 @@ func (g *resetGate) count() uint64 { return g.n.Load() }
 func (g *resetGate) enter(resets uint64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.n.Load() != resets {
+	if g.n.Load() != resets || resets < g.barred {
 		return false
 	}
 	if g.inflight == nil {
@@ -166,18 +169,28 @@ func (g *resetGate) leave(resets uint64) {
 	g.mu.Unlock()
 }
 
-// reset counts a Reset, then waits within ctx for the refunds that entered
-// before it (also before an earlier Reset that gave up waiting), and
-// returns ctx's error past it.
+// reset bars the receipts charged so far, waits within ctx for their
+// refunds on their way, and counts the Reset; past ctx, it counts it all
+// the same (the receipts stay void) and returns ctx's error.
 func (g *resetGate) reset(ctx context.Context) error {
 	g.mu.Lock()
-	at := g.n.Add(1) - 1
+	// Past an earlier Reset's bar too: a charge made between its count and
+	// this one's delete must be void as well.
+	bar := max(g.n.Load(), g.barred) + 1
+	g.barred = bar
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		if g.n.Load() < bar {
+			g.n.Store(bar)
+		}
+		g.mu.Unlock()
+	}()
 	for {
 		g.mu.Lock()
 		busy := false
 		for k := range g.inflight {
-			busy = busy || k <= at
+			busy = busy || k < bar
 		}
 		g.mu.Unlock()
 		if !busy {

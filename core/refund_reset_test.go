@@ -17,13 +17,14 @@ import (
 // would hold the request on its way.
 type gatedRefunds struct {
 	*memory.Store
-	entered chan struct{}
+	entered chan struct{} // closed when the first refund reaches the gate
 	open    chan struct{}
+	once    sync.Once
 }
 
 func (g *gatedRefunds) Update(ctx context.Context, k store.Key, m store.Mutation) error {
 	if fmt.Sprintf("%T", m) == "*core.refundMutation" {
-		close(g.entered)
+		g.once.Do(func() { close(g.entered) })
 		<-g.open
 	}
 	return g.Store.Update(ctx, k, m)
@@ -147,5 +148,41 @@ func TestResetIsNotStarvedByLaterRefunds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Reset %d amid other identities' refunds: %v", i, err)
 		}
+	}
+}
+
+// A charge made while Reset waits for a refund on its way is deleted with
+// the rest, so its receipt is void too: refunding it must not credit the
+// state after the Reset.
+func TestChargeDuringResetsWaitRefundsNothing(t *testing.T) {
+	s, l, first := chargedBehindAGate(t, 5*time.Second, "id", 1)
+	ctx := context.Background()
+	go func() { _, _ = first.Refund(ctx, 1) }()
+	<-s.entered
+	reset := make(chan error, 1)
+	go func() { reset <- l.Reset(ctx, "id") }()
+	time.Sleep(20 * time.Millisecond) // Reset is waiting for the refund
+	_, during, err := l.Charge(ctx, "id", 4)
+	if err != nil || during == nil {
+		t.Fatalf("Charge while Reset waits: %v %v", during, err)
+	}
+	close(s.open)
+	if err := <-reset; err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 5 { // the fresh quota
+		if d, err := l.Allow(ctx, "id"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	if k, err := during.Refund(ctx, 4); k != 0 || err == nil {
+		t.Errorf("a charge made while Reset waited, and deleted by it, refunded %d (%v); want nothing", k, err)
+	}
+	if d, err := l.Allow(ctx, "id"); err == nil && d.Allowed {
+		admitted++
+	}
+	if admitted != 5 {
+		t.Errorf("%d admitted after the Reset under a limit of 5", admitted)
 	}
 }
