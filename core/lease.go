@@ -171,15 +171,12 @@ const (
 // connection's handshake is answered; and, when the store refuses it at
 // once (a server down refuses the dial), tries again every half to whole
 // deadline, the last time once end has come, each try under a deadline of
-// at least one deadline. It returns the last try's error.
+// at least one deadline but none past a deadline after end. It returns the
+// last try's error.
 func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration, end time.Time) error {
 	for {
 		began := time.Now()
-		dl := began.Add(wait)
-		if end.After(dl) {
-			dl = end
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), dl)
+		ctx, cancel := context.WithDeadline(context.Background(), orphanDeadline(began, end, wait))
 		_, err := l.call(ctx, key, store.OpRelease, 1, id)
 		cancel()
 		// Done once a try that began at the window's end failed too: one
@@ -193,6 +190,20 @@ func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration
 			time.Sleep(min(wait/2+rand.N(wait/2+1), left))
 		}
 	}
+}
+
+// orphanDeadline is the deadline of a last-attempt try begun at began: a
+// deadline after began, or the window's end if later, but never past a
+// deadline after the window's end, the goroutine's bound.
+func orphanDeadline(began, end time.Time, wait time.Duration) time.Time {
+	dl := began.Add(wait)
+	if end.After(dl) {
+		dl = end
+	}
+	if last := end.Add(wait); dl.After(last) {
+		dl = last
+	}
+	return dl
 }
 
 // orphansRunning counts the background releases still running (for tests).

@@ -214,3 +214,24 @@ func orphanOutlastsAStall(t *testing.T, mode string, timeout, stall time.Duratio
 		}
 	}
 }
+
+// A try of the last attempt waits for the window's end and at least a
+// deadline, but never past a deadline after the window's end, so that the
+// goroutine ends by then, as Acquire's doc says.
+func TestOrphanDeadlineBound(t *testing.T) {
+	end := time.Unix(1000, 0)
+	const wait = 100 * time.Millisecond
+	for _, tc := range []struct {
+		began, want time.Duration // from end
+	}{
+		{-time.Second, 0},     // the window's end
+		{-wait / 2, wait / 2}, // a deadline after it began
+		{-time.Millisecond, wait - time.Millisecond},
+		{wait / 2, wait}, // never past a deadline after the end
+		{2 * wait, wait},
+	} {
+		if got := orphanDeadline(end.Add(tc.began), end, wait).Sub(end); got != tc.want {
+			t.Errorf("a try begun %v from the window's end: deadline %v from it, want %v", tc.began, got, tc.want)
+		}
+	}
+}
