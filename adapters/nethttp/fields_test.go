@@ -40,6 +40,25 @@ func admit(t *testing.T, p *Policy, r *http.Request) (*httptest.ResponseRecorder
 	return w, ok
 }
 
+// admitFirst makes a request from 203.0.113.7 that p must admit.
+func admitFirst(t *testing.T, p *Policy) {
+	t.Helper()
+	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+		t.Fatalf("first request refused: %d", w.Code)
+	}
+}
+
+// refuseNext makes a request from 203.0.113.7 that p must refuse, by what,
+// and returns its response.
+func refuseNext(t *testing.T, p *Policy, what string) *httptest.ResponseRecorder {
+	t.Helper()
+	w, ok := admit(t, p, request("203.0.113.7:1"))
+	if ok {
+		t.Fatalf("second request admitted by %s", what)
+	}
+	return w
+}
+
 func request(peer string) *http.Request {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = peer
@@ -182,14 +201,9 @@ func TestRetryAfterIgnoresALayerWithRoom(t *testing.T) {
 	hourly := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "hourly", Limit: 100, Window: time.Hour})
 	burst := clocked(t, clock, algorithm.TokenBucket{}, core.Policy{Name: "burst", Limit: 1, Window: 4 * time.Second})
 	p := testPolicy(t, Config{Layers: []Layer{{Limiter: hourly}, {Limiter: burst}}, LegacyHeaders: true})
-	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
-		t.Fatalf("first request refused: %d", w.Code)
-	}
+	admitFirst(t, p)
 	clock.Advance(time.Second)
-	w, ok := admit(t, p, request("203.0.113.7:1"))
-	if ok {
-		t.Fatal("second request admitted by a 1-per-4s bucket")
-	}
+	w := refuseNext(t, p, "a 1-per-4s bucket")
 	if ra := w.Header().Get("Retry-After"); ra != "3" {
 		t.Fatalf("Retry-After %q, want 3", ra)
 	}
@@ -229,15 +243,10 @@ func TestRetryAfterWaitsForALayerWithoutRoomForTheCost(t *testing.T) {
 	perKey := clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 1, Window: 3 * time.Second})
 	// NoRefund: per-ip keeps the units of the refused request.
 	p := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP, Weight: 2}, {Limiter: perKey}}, NoRefund: true})
-	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
-		t.Fatalf("first request refused: %d", w.Code)
-	}
+	admitFirst(t, p)
 	// per-ip admits the second (5 → 3 → 1) and per-key refuses it: a
 	// retry costs 2 at per-ip, which has 1 until its window ends.
-	w, ok := admit(t, p, request("203.0.113.7:1"))
-	if ok {
-		t.Fatal("second request admitted by a 1-per-3s log")
-	}
+	w := refuseNext(t, p, "a 1-per-3s log")
 	if ra := w.Header().Get("Retry-After"); ra != "60" {
 		t.Errorf("Retry-After %q, want 60 (per-ip has 1 unit of the 2 a retry costs)", ra)
 	}
@@ -272,13 +281,8 @@ func TestRetryAfterIgnoresReleasedLeasesAndDegradedLayers(t *testing.T) {
 	}
 	perKey := clocked(t, clock, algorithm.SlidingLog{}, core.Policy{Name: "per-key", Limit: 1, Window: 3 * time.Second})
 	p := testPolicy(t, Config{Layers: []Layer{{Limiter: inflight}, {Limiter: open}, {Limiter: perKey}}})
-	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
-		t.Fatalf("first request refused: %d", w.Code)
-	}
-	w, ok := admit(t, p, request("203.0.113.7:1"))
-	if ok {
-		t.Fatal("second request admitted by a 1-per-3s log")
-	}
+	admitFirst(t, p)
+	w := refuseNext(t, p, "a 1-per-3s log")
 	if ra := w.Header().Get("Retry-After"); ra != "3" {
 		t.Errorf("Retry-After %q, want 3", ra)
 	}

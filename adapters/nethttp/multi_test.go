@@ -205,14 +205,9 @@ func TestRetryAfterWaitsForEveryLimitOfAMultiLayer(t *testing.T) {
 	)
 	user := clocked(t, clock, algorithm.FixedWindow{}, core.Policy{Name: "user", Limit: 1, Window: 5 * time.Second})
 	p := testPolicy(t, Config{Layers: []Layer{{Multi: clockedMulti(t, clock), Limits: ls, Weight: 2}, {Limiter: user}}, NoRefund: true})
-	if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
-		t.Fatalf("first request refused: %d", w.Code)
-	}
+	admitFirst(t, p)
 	// The second: short 4 → 2 → 0, long 5 → 3 → 1, and user refuses.
-	w, ok := admit(t, p, request("203.0.113.7:1"))
-	if ok {
-		t.Fatal("second request admitted by a 1-per-5s limit")
-	}
+	w := refuseNext(t, p, "a 1-per-5s limit")
 	if ra := w.Header().Get("Retry-After"); ra != "3600" {
 		t.Errorf("Retry-After %q, want 3600 (long has 1 unit of the 2 a retry costs until its hour ends); RateLimit %q", ra, w.Header().Get("RateLimit"))
 	}
