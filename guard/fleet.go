@@ -226,6 +226,11 @@ func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
 // skewed gets less than its limit: one that reaches k of N instances is
 // admitted at most k/N of it (all its traffic on one instance: Limit/N).
 //
+// The limiter's Quota is cfg's, the global one, as no call can know the
+// fleet's size ahead of its decision. A call for more units than the
+// current share's quota is refused, not an error, with Decision.Limit that
+// quota and a RetryAfter of one Window (a smaller fleet may admit it).
+//
 // Rate algorithms only: a concurrency fallback would need leases counted
 // across the fleet.
 func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
@@ -286,6 +291,10 @@ const maxHeadroom = 1 << 20
 //     refuse what the global limit would admit for an identity whose
 //     traffic is skewed onto few instances: on one instance it is held to
 //     headroom/N of its limit.
+//
+// As with FleetFallback, the limiter's Quota is cfg's, and a call for more
+// units than the current share's quota is refused with Decision.Limit that
+// quota, which Config.PreFilter reads as the store's to decide.
 //
 // Rate algorithms only.
 func PreFilter(cfg core.Config, fleet *Fleet, headroom int) (*core.Limiter, error) {

@@ -111,9 +111,13 @@ func TestFleetFallbackEnforcesTheShare(t *testing.T) {
 	if admitted != 25 {
 		t.Fatalf("the fallback admitted %d of 200 in a window, want 100/4 = 25", admitted)
 	}
-	// A cost above the share is refused, not stepped.
-	if d, err := l.AllowN(ctx, "b", 30); err != nil || d.Allowed {
-		t.Fatalf("cost 30 over a share of 25: %+v, %v; want refused", d, err)
+	// A cost above the share is refused, not stepped, and says the share's
+	// quota; the fallback's own Quota stays the global one.
+	if d, err := l.AllowN(ctx, "b", 30); err != nil || d.Allowed || d.Limit != 25 || d.RetryAfter != time.Minute {
+		t.Fatalf("cost 30 over a share of 25: %+v, %v; want refused with Limit 25 and RetryAfter a window", d, err)
+	}
+	if q := fb.Quota(); q != 100 {
+		t.Fatalf("the fallback's Quota() = %d, want the global 100", q)
 	}
 	if _, err := guard.FleetFallback(core.Config{Policy: core.PerMinute("api", 1), Algorithm: algorithm.Concurrency{}, Store: mem}, f); err == nil {
 		t.Fatal("a concurrency fallback was accepted")
@@ -184,7 +188,11 @@ func TestPreFilterIsSizedToTheFleet(t *testing.T) {
 	if admitted != 50 || s.calls.Load() != 50 {
 		t.Fatalf("flood of 300: %d admitted, %d store calls; want 50 and 50", admitted, s.calls.Load())
 	}
-	// A cost above the pre-filter's quota is the store's to decide.
+	// A cost above the pre-filter's quota is the store's to decide: the
+	// pre-filter refuses it with that quota as its Limit.
+	if d, err := pf.AllowN(ctx, "c", 60); err != nil || d.Allowed || d.Limit != 50 || pf.Quota() != 100 {
+		t.Fatalf("the pre-filter alone, cost 60: %+v, %v, Quota() %d; want refused with Limit 50, Quota() 100", d, err, pf.Quota())
+	}
 	if d, _ := l.AllowN(ctx, "b", 60); !d.Allowed || s.calls.Load() != 51 {
 		t.Fatalf("cost 60 over a pre-filter of 50: %+v after %d store calls; want the store's admission", d, s.calls.Load())
 	}
