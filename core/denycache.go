@@ -33,11 +33,13 @@ const (
 // cannot be admitted before RetryAfter if nothing else happens, and
 // whatever else happens (other instances' admissions) only takes more. The
 // time is read before the store call, so a cached refusal ends no later
-// than the store's. Two things can free a quota sooner, and the cache does
-// not see them on other instances: a Reset, and a change of the policy;
-// MaxAge bounds how long a refusal outlives either. This Limiter's own
-// Reset drops the identity's refusal, and one still on its way from the
-// store when the Reset came is not held.
+// than the store's. Three things can free a quota sooner, and the cache
+// does not see them on other instances (nor a Multi's refund): a Reset, a
+// refund (Receipt.Refund, a Reservation settled below its estimate), and
+// a change of the policy; MaxAge bounds how long a refusal outlives any of
+// them. This Limiter's own Resets and refunds drop the identity's
+// refusal, and one still on its way from the store when they came is not
+// held.
 //
 // Memory is bounded: Size slots of one pointer each (8 bytes), plus 56
 // bytes for each refusal held. Identities share a slot by hash (the later
@@ -64,7 +66,13 @@ type denyCache struct {
 	mask         uint64
 	maxAge       int64 // µs
 	slots        []atomic.Pointer[denied]
+	// freedAt counts, by stripe of the identities' hashes, the times this
+	// Limiter gave units back to a key (a refund, a Reset): a refusal the
+	// store decided before one of them is not held (put).
+	freedAt [freedStripes]atomic.Uint64
 }
+
+const freedStripes = 64
 
 // denied is one refusal held: of cost n, until until (µs on the Limiter's
 // clock), whose wait ends at retry.
@@ -98,36 +106,54 @@ func (c *denyCache) hash(identity string) (uint64, uint64) {
 	return maphash.String(c.seed1, identity), maphash.String(c.seed2, identity)
 }
 
-// get returns the refusal held for identity at cost n at now, if any.
-func (c *denyCache) get(identity string, n, now int64) (Decision, bool) {
+// get returns the refusal held for identity at cost n at now, if any, and
+// otherwise the mark that put needs for the store's answer.
+func (c *denyCache) get(identity string, n, now int64) (Decision, bool, uint64) {
 	h1, h2 := c.hash(identity)
+	mark := c.freedAt[h1%freedStripes].Load()
 	e := c.slots[h1&c.mask].Load()
 	if e == nil || e.h1 != h1 || e.h2 != h2 || n != e.n || now >= e.until {
-		return Decision{}, false
+		return Decision{}, false, mark
 	}
 	return Decision{
 		Limit: e.limit, Remaining: e.remaining,
 		RetryAfter: Micros(e.retry - now), ResetAfter: Micros(max(e.reset-now, 0)),
-	}, true
+	}, true, mark
 }
 
 // put holds the store's refusal d of cost n for identity, decided no
-// sooner than now.
-func (c *denyCache) put(identity string, n, now int64, d Decision) {
+// sooner than now, and after get returned mark. A refusal that units given
+// back since (freed) may have overtaken is not held: freed counts itself
+// after the store took the units back and then drops the slot's refusal,
+// so either put sees the count moved, or freed's drop comes after put's
+// store.
+func (c *denyCache) put(identity string, n, now int64, d Decision, mark uint64) {
 	retry := int64(d.RetryAfter / time.Microsecond)
 	if retry <= 0 {
 		return
 	}
 	h1, h2 := c.hash(identity)
-	c.slots[h1&c.mask].Store(&denied{
+	freed := &c.freedAt[h1%freedStripes]
+	if freed.Load() != mark {
+		return
+	}
+	e := &denied{
 		h1: h1, h2: h2, n: n, until: now + min(retry, c.maxAge), retry: now + retry,
 		reset: now + int64(d.ResetAfter/time.Microsecond), limit: d.Limit, remaining: d.Remaining,
-	})
+	}
+	s := &c.slots[h1&c.mask]
+	s.Store(e)
+	if freed.Load() != mark {
+		s.CompareAndSwap(e, nil)
+	}
 }
 
-// drop forgets identity's refusal (Limiter.Reset).
-func (c *denyCache) drop(identity string) {
+// freed forgets identity's refusal once this Limiter has given units back
+// to its key (a refund, the delete of a Reset), whatever the store
+// answered, and keeps one on its way from being held (put).
+func (c *denyCache) freed(identity string) {
 	h1, h2 := c.hash(identity)
+	c.freedAt[h1%freedStripes].Add(1)
 	s := &c.slots[h1&c.mask]
 	if e := s.Load(); e != nil && e.h1 == h1 && e.h2 == h2 {
 		s.CompareAndSwap(e, nil)

@@ -638,7 +638,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	}
 	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
 	if l.deny != nil {
-		l.deny.drop(identity) // after the delete: a refusal read before it may have been put back
+		l.deny.freed(identity) // after the delete: a refusal read before it may be on its way
 	}
 	if pf := l.cfg.PreFilter; pf != nil {
 		// The pre-filter counted what was sent to the store; a fresh quota

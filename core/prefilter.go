@@ -19,9 +19,12 @@ import (
 // of the store.
 func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start time.Time) (Decision, error) {
 	var now int64
+	var mark uint64
 	if l.deny != nil {
 		now = l.now()
-		if d, ok := l.deny.get(identity, n, now); ok {
+		var d Decision
+		var ok bool
+		if d, ok, mark = l.deny.get(identity, n, now); ok {
 			return l.settleFrom(ctx, identity, n, d, nil, start, fromDenyCache)
 		}
 	}
@@ -32,11 +35,11 @@ func (l *Limiter) guarded(ctx context.Context, identity string, n int64, start t
 			return l.settleFrom(ctx, identity, n, d, nil, start, fromPreFilter)
 		}
 	}
-	resets := l.resets.count()
 	d, err := l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
-	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded && l.resets.count() == resets {
-		// Not a refusal a Reset overtook: it may describe a key since gone.
-		l.deny.put(identity, n, now, d)
+	if l.deny != nil && err == nil && !d.Allowed && !d.Degraded {
+		// Unless a refund or a Reset overtook it: it may describe units
+		// since given back.
+		l.deny.put(identity, n, now, d, mark)
 	}
 	return l.settle(ctx, identity, n, d, err, start)
 }

@@ -301,6 +301,11 @@ func (l *Limiter) chargeUpdate(ctx context.Context, key store.Key, n int64) (Dec
 }
 
 func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error) {
+	if l.deny != nil {
+		// Once the store has answered, whatever it answered: a refusal
+		// held for the identity may be one the refund lifts.
+		defer l.deny.freed(r.identity)
+	}
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
 	key := store.Key{Namespace: l.ns, Identity: r.identity}
