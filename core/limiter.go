@@ -609,10 +609,11 @@ func (l *Limiter) now() int64 {
 
 // Reset deletes identity's state, so its next request meets a fresh quota.
 // It returns ErrUnsupported when the store cannot delete. It voids every
-// Receipt this Limiter issued before it, whatever its identity (their
-// Refund returns ErrNotRefunded, a Reservation's Settle refunds nothing):
-// their units would go into the state after the Reset, which later
-// charges took. A refund already on its way when Reset is called lands
+// Receipt this Limiter issued before it returns, whatever its identity
+// (their Refund returns ErrNotRefunded, a Reservation's Settle refunds
+// nothing): their units would go into the state after the Reset, which
+// later charges took, or the delete took them (a charge made while a
+// Reset runs may land before its delete). A refund already on its way when Reset is called lands
 // first: Reset waits for it (for those alone, not for refunds of other
 // receipts made meanwhile), within its own deadline (Timeout, or ctx's:
 // past it, Reset returns ctx's error and deletes nothing; the receipts are
@@ -632,11 +633,14 @@ func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	}
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
-	// Before the delete: a charge it may have missed is refunded by nobody.
-	if err := l.resets.reset(ctx); err != nil {
+	// From before the wait to after the delete: a charge the delete may
+	// have taken is refunded by nobody.
+	if err := l.resets.begin(ctx); err != nil {
+		l.resets.end()
 		return err
 	}
 	err = d.Delete(ctx, store.Key{Namespace: l.ns, Identity: identity})
+	l.resets.end()
 	if l.deny != nil {
 		l.deny.freed(identity) // after the delete: a refusal read before it may be on its way
 	}

@@ -336,9 +336,11 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	}
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
-	if err := m.resets.reset(ctx); err != nil { // as Limiter.Reset
+	if err := m.resets.begin(ctx); err != nil { // as Limiter.Reset
+		m.resets.end()
 		return err
 	}
+	defer m.resets.end()
 	err = d.Delete(ctx, store.Key{Namespace: m.ns, Identity: identity})
 	for _, ns := range m.namespaces(limits) {
 		if e := d.Delete(ctx, store.Key{Namespace: ns, Identity: identity}); err == nil {

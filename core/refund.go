@@ -133,15 +133,16 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 // enters it with the Resets count its receipt was charged at, and is
 // counted until the store answered. A Reset first bars every receipt of
 // the count so far from entering, then waits for the refunds that entered
-// before (so that they land before its delete), and only then counts
-// itself, right before its delete: a receipt of a charge made while it
-// waited is of the old count, void, as the delete takes its units. It
-// waits for the refunds on their way alone: later ones, of receipts
-// charged after it, never keep it waiting.
+// before (so that they land before its delete), and counts itself only
+// once its delete was answered, and every other Reset under way too: a
+// charge made before then, whose units the delete may have taken, has a
+// receipt of a barred count, void. It waits for the refunds on their way
+// alone: later ones, of receipts charged after it, never keep it waiting.
 type resetGate struct {
 	n        atomic.Uint64 // Resets so far: read without mu
 	mu       sync.Mutex
-	barred   uint64         // receipts of a count below it may not enter
+	barred   uint64         // receipts of a count below it may not enter; n < barred while a Reset is under way
+	active   int            // Resets between begin and end
 	inflight map[uint64]int // refunds on their way, by the count they entered at
 }
 
@@ -169,23 +170,16 @@ func (g *resetGate) leave(resets uint64) {
 	g.mu.Unlock()
 }
 
-// reset bars the receipts charged so far, waits within ctx for their
-// refunds on their way, and counts the Reset; past ctx, it counts it all
-// the same (the receipts stay void) and returns ctx's error.
-func (g *resetGate) reset(ctx context.Context) error {
+// begin bars the receipts charged so far, and those charged until end, and
+// waits within ctx for the refunds of barred receipts on their way; past
+// ctx it returns ctx's error (the receipts stay void). end must follow,
+// once the delete was answered or not sent.
+func (g *resetGate) begin(ctx context.Context) error {
 	g.mu.Lock()
-	// Past an earlier Reset's bar too: a charge made between its count and
-	// this one's delete must be void as well.
-	bar := max(g.n.Load(), g.barred) + 1
-	g.barred = bar
+	g.barred++ // n ≤ barred: past every count so far
+	bar := g.barred
+	g.active++
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		if g.n.Load() < bar {
-			g.n.Store(bar)
-		}
-		g.mu.Unlock()
-	}()
 	for {
 		g.mu.Lock()
 		busy := false
@@ -204,6 +198,16 @@ func (g *resetGate) reset(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// end counts the Reset begun, once no other is under way: a charge made
+// before then may have lost its units to one of their deletes.
+func (g *resetGate) end() {
+	g.mu.Lock()
+	if g.active--; g.active == 0 {
+		g.n.Store(g.barred)
+	}
+	g.mu.Unlock()
 }
 
 // gate is the receipt's Limiter's or Multi's resetGate (nil for a zero

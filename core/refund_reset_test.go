@@ -186,3 +186,123 @@ func TestChargeDuringResetsWaitRefundsNothing(t *testing.T) {
 		t.Errorf("%d admitted after the Reset under a limit of 5", admitted)
 	}
 }
+
+// slowDelete is a memory store whose delete takes a while on its way, as a
+// DEL on the wire does; deleting is closed when the first one starts.
+type slowDelete struct {
+	*memory.Store
+	deleting chan struct{}
+	once     sync.Once
+}
+
+func (s *slowDelete) Delete(ctx context.Context, k store.Key) error {
+	s.once.Do(func() { close(s.deleting) })
+	time.Sleep(50 * time.Millisecond)
+	return s.Store.Delete(ctx, k)
+}
+
+// A charge that lands while Reset's delete is on its way is taken by the
+// delete, so its receipt is void too, on a Limiter and on a Multi, and a
+// Reservation made then refunds nothing when settled: 5 admitted after the
+// Reset under a limit of 5, never 6.
+func TestChargeDuringResetsDeleteRefundsNothing(t *testing.T) {
+	ctx := context.Background()
+	fixed := core.Policy{Name: "fw", Limit: 5, Window: time.Hour}
+	newStore := func() *slowDelete {
+		s := &slowDelete{Store: memory.New(nil), deleting: make(chan struct{})}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	limiter := func(t *testing.T) (*slowDelete, *core.Limiter) {
+		s := newStore()
+		l, err := core.New(core.Config{Policy: fixed, Algorithm: algorithm.FixedWindow{}, Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, l
+	}
+	check := func(t *testing.T, allow func() bool, refund func() int64) {
+		t.Helper()
+		admitted := 0
+		for range 5 {
+			if allow() {
+				admitted++
+			}
+		}
+		if k := refund(); k != 0 {
+			t.Errorf("a charge taken by the Reset's delete refunded %d", k)
+		}
+		if allow() {
+			admitted++
+		}
+		if admitted != 5 {
+			t.Errorf("%d admitted after the Reset under a limit of 5", admitted)
+		}
+	}
+	allowed := func(l *core.Limiter) func() bool {
+		return func() bool { d, err := l.Allow(ctx, "id"); return err == nil && d.Allowed }
+	}
+
+	t.Run("Limiter", func(t *testing.T) {
+		s, l := limiter(t)
+		reset := make(chan error, 1)
+		go func() { reset <- l.Reset(ctx, "id") }()
+		<-s.deleting
+		_, rc, err := l.Charge(ctx, "id", 1)
+		if err != nil || rc == nil {
+			t.Fatalf("Charge during the delete: %v %v", rc, err)
+		}
+		if err := <-reset; err != nil {
+			t.Fatal(err)
+		}
+		check(t, allowed(l), func() int64 { k, _ := rc.Refund(ctx, 1); return k })
+	})
+	t.Run("Reservation", func(t *testing.T) {
+		s, l := limiter(t)
+		reset := make(chan error, 1)
+		go func() { reset <- l.Reset(ctx, "id") }()
+		<-s.deleting
+		_, res, err := l.Reserve(ctx, "id", 3, 0)
+		if err != nil || res == nil {
+			t.Fatalf("Reserve during the delete: %v %v", res, err)
+		}
+		if err := <-reset; err != nil {
+			t.Fatal(err)
+		}
+		admitted := 0
+		for range 5 {
+			if allowed(l)() {
+				admitted++
+			}
+		}
+		if st, err := res.Settle(ctx, 0); err != nil || st.Refunded != 0 {
+			t.Errorf("Settle(0) of a reservation taken by the delete: %+v, %v; want nothing refunded", st, err)
+		}
+		if allowed(l)() {
+			admitted++
+		}
+		if admitted != 5 {
+			t.Errorf("%d admitted after the Reset under a limit of 5", admitted)
+		}
+	})
+	t.Run("Multi", func(t *testing.T) {
+		s := newStore()
+		m, err := core.NewMulti(core.MultiConfig{Name: "m", Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits := core.MustLimits(core.Limit{Policy: fixed, Algorithm: algorithm.FixedWindow{}})
+		reset := make(chan error, 1)
+		go func() { reset <- m.Reset(ctx, "id", limits) }()
+		<-s.deleting
+		_, _, rc, err := m.Charge(ctx, "id", limits, 1, nil)
+		if err != nil || rc == nil {
+			t.Fatalf("Charge during the delete: %v %v", rc, err)
+		}
+		if err := <-reset; err != nil {
+			t.Fatal(err)
+		}
+		check(t, func() bool { d, _, err := m.Allow(ctx, "id", limits, nil); return err == nil && d.Allowed },
+			func() int64 { k, _ := rc.Refund(ctx, 1); return k })
+	})
+}
