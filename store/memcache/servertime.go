@@ -85,8 +85,9 @@ func (c *serverClocks) now(ctx context.Context, bg *inflight.Counter) (int64, bo
 	case c.inflight == nil && !c.failedAt.IsZero() && time.Since(c.failedAt) < clockRetry:
 		c.mu.Unlock()
 		return 0, false
-	case c.inflight == nil:
-		c.startRead(bg)
+	case c.inflight == nil && !c.startRead(bg):
+		c.mu.Unlock()
+		return 0, false // closed: the call fails at its round trip
 	}
 	done := c.inflight
 	c.mu.Unlock()
@@ -101,11 +102,15 @@ func (c *serverClocks) now(ctx context.Context, bg *inflight.Counter) (int64, bo
 	return latest, known
 }
 
-// startRead reads every server's clock in the background; c.mu is held.
-func (c *serverClocks) startRead(bg *inflight.Counter) {
+// startRead reads every server's clock in the background, unless the
+// Store is closing (it reports false then, and sends nothing); c.mu is
+// held.
+func (c *serverClocks) startRead(bg *inflight.Counter) bool {
+	if !bg.Enter() {
+		return false
+	}
 	done := make(chan struct{})
 	c.inflight = done
-	bg.Add()
 	go func() {
 		defer bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), clockTimeout)
@@ -119,6 +124,7 @@ func (c *serverClocks) startRead(bg *inflight.Counter) {
 		c.mu.Unlock()
 		close(done)
 	}()
+	return true
 }
 
 // latest is the latest extrapolated reading; c.mu is held.

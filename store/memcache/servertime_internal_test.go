@@ -2,9 +2,14 @@ package memcache
 
 import (
 	"bufio"
+	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 func TestParseStatsTime(t *testing.T) {
@@ -42,4 +47,48 @@ func TestServerClockExtrapolates(t *testing.T) {
 	if newServerClocks(nil) != nil {
 		t.Fatalf("no servers should give no clocks")
 	}
+}
+
+// TestClockReadAfterCloseSendsNothing: once Close has begun, a call that
+// needs a server's clock does not open a connection to read it (nor leave
+// a goroutine that outlives Close); it goes without, and fails at its
+// round trip.
+func TestClockReadAfterCloseSendsNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	var bg inflight.Counter
+	bg.Close()
+	c := newServerClocks([]string{ln.Addr().String()})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, ok := c.now(ctx, &bg); ok {
+		t.Error("a clock known after Close, with no reading before")
+	}
+	if ctx.Err() != nil {
+		t.Error("now waited until its deadline for a read Close forbade")
+	}
+	// A stale reading is answered from, and not read again.
+	c.readings[0] = clockReading{unix: 1000, at: time.Now().Add(-2 * clockRefresh), ok: true}
+	if _, ok := c.now(ctx, &bg); !ok {
+		t.Error("a stale reading was not used after Close")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("%d connections to the server after Close", n)
+	}
+	bg.Wait()
 }
