@@ -125,9 +125,13 @@ func assignSlot(t *testing.T, nodes []*clusterNode, src, dst *clusterNode, slot 
 		}
 	}
 	// A master can miss the change on a loaded machine (a gossip message
-	// from before it, with a stale epoch, wins): tell each master that still
-	// disagrees again, every few polls, as Redis's own cluster tests do.
-	polls := 0
+	// from before it, with a stale epoch, wins), even after it agreed once:
+	// tell each master that still disagrees again, every few polls, as
+	// Redis's own cluster tests do, until all have agreed for five polls
+	// in a row (100 ms). A master that took the slot back after the test
+	// went on would send the stores to the old owner, whose copy of the
+	// key is gone, and the test would blame them for the cluster's split.
+	polls, agreed := 0, 0
 	waitFor(t, "the masters to agree on the slot's new owner", func() bool {
 		polls++
 		agree := true
@@ -139,7 +143,12 @@ func assignSlot(t *testing.T, nodes []*clusterNode, src, dst *clusterNode, slot 
 				}
 			}
 		}
-		return agree
+		if !agree {
+			agreed = 0
+			return false
+		}
+		agreed++
+		return agreed == 5
 	})
 }
 
