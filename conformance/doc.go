@@ -122,7 +122,8 @@
 //     core.ErrInvalidPolicy, and nothing is written: the next request meets
 //     a fresh key (and, with an Inspector, the key does not exist).
 //   - Identities: long, binary and separator-laden identities work and keep
-//     states of their own.
+//     states of their own, and so does one identity under two policies or
+//     two prefixes (two namespaces).
 //   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short

@@ -99,6 +99,30 @@ func TestForgetfulDeleteFailsReset(t *testing.T) {
 	}
 }
 
+// namespaceBlindStore keeps one state per identity, whatever its
+// namespace, as a store that keys by Key.Identity alone would.
+type namespaceBlindStore struct{ *refStore }
+
+func (s namespaceBlindStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	key.Namespace = "blind"
+	return s.refStore.Update(ctx, key, m)
+}
+
+func (s namespaceBlindStore) Delete(ctx context.Context, key store.Key) error {
+	key.Namespace = "blind"
+	return s.refStore.Delete(ctx, key)
+}
+
+// A store that drops the namespace mixes one identity's states under
+// different policies (a strict login limit spent by an API's requests):
+// Identities catches it, for every algorithm.
+func TestNamespaceBlindStoreFailsIdentities(t *testing.T) {
+	mk := maker(func(s *refStore) store.Store { return namespaceBlindStore{s} }, Capabilities{}, false)
+	for _, alg := range algorithm.All() {
+		t.Run(alg.Name(), func(t *testing.T) { expectFailure(t, checkIdentities, mk, alg, "several namespaces") })
+	}
+}
+
 // A store that keeps keys far past their TTL fails Expiry.
 func TestImmortalKeysFailExpiry(t *testing.T) {
 	defer func(g time.Duration) { expiryGrace = g }(expiryGrace)

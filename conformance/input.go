@@ -103,7 +103,8 @@ func badPolicies(p core.Policy) []struct {
 
 // checkIdentities: identities that are long, binary, or full of the
 // characters store keys use as separators all work, and each keeps a state
-// of its own.
+// of its own; so does one identity under another policy, or another
+// prefix (a namespace of its own: Key.Namespace).
 func checkIdentities(t testing.TB, e *env) {
 	p := core.Policy{Name: "identities", Limit: 3, Window: time.Hour, LeaseTTL: time.Hour}
 	clock := core.NewManualClock(epoch)
@@ -124,6 +125,24 @@ func checkIdentities(t testing.TB, e *env) {
 				t.Errorf("%s: identity %q (%d bytes), request %d: decided %+v, want %+v: identities share state or are mangled",
 					e.alg.Name(), truncate(id), len(id), round+1, got, want[round])
 			}
+		}
+	}
+	// base has had two requests under p; under another policy name, or
+	// under p with another prefix, its first request meets a fresh key.
+	q := p
+	q.Name = "identities-other"
+	for _, o := range []struct {
+		what string
+		l    *core.Limiter
+	}{
+		{"another policy", e.limiter(t, e.stores[1%len(e.stores)], q, clock)},
+		{"another prefix", e.limiterUnder(t, keyPrefix+"-other", e.stores[1%len(e.stores)], p, clock)},
+	} {
+		forget(t, o.l, base)
+		if got, _ := e.take(t, o.l, base, 1); got != want[0] {
+			t.Errorf("%s: identity %q under %s (namespace %q): first request decided %+v, want %+v: "+
+				"the store keeps one state for several namespaces (it must key by Key.String(), namespace and all)",
+				e.alg.Name(), truncate(base), o.what, o.l.Key(base).Namespace, got, want[0])
 		}
 	}
 }

@@ -254,8 +254,14 @@ func newEnv(t testing.TB, h Harness, alg core.Algorithm, script bool) *env {
 // limiter returns a Limiter on s.
 func (e *env) limiter(t testing.TB, s store.Store, p core.Policy, clock core.Clock) *core.Limiter {
 	t.Helper()
+	return e.limiterUnder(t, keyPrefix, s, p, clock)
+}
+
+// limiterUnder is limiter with a key prefix of its own.
+func (e *env) limiterUnder(t testing.TB, prefix string, s store.Store, p core.Policy, clock core.Clock) *core.Limiter {
+	t.Helper()
 	l, err := core.New(core.Config{
-		Policy: p, Algorithm: e.alg, Store: s, Prefix: keyPrefix, Clock: clock,
+		Policy: p, Algorithm: e.alg, Store: s, Prefix: prefix, Clock: clock,
 		Timeout: callTimeout, NoScript: !e.script,
 	})
 	if err != nil {
