@@ -41,7 +41,9 @@
 // be apart (OneClock); a harness that says neither fails. A check that does
 // not apply runs as a subtest that skips, saying why. A harness that can read the
 // backend directly also implements Inspector, which lets the suite check
-// that nothing was written, that Reset deleted, and that keys expire.
+// that nothing was written, that Reset deleted, and that keys expire, and
+// one that can read a key's remaining TTL implements TTLInspector, which
+// lets it check that states of a day are kept a day.
 //
 // # Writing a store
 //
@@ -65,7 +67,8 @@
 //     store.ScriptRunner if your server runs the Lua twins.
 //  5. Call Run from your store's test with a Harness that hands out
 //     independent clients, declares Capabilities (scripts; a clock skew,
-//     or one clock), and, if it can look into the backend, is an Inspector.
+//     or one clock), and, if it can look into the backend, is an Inspector
+//     (and a TTLInspector if it can read a key's TTL).
 //
 // # What Run checks
 //
@@ -147,6 +150,13 @@
 //     for hours, cannot see. A store too slow to ask the questions in time
 //     fails it. A store that drops states later, or that does not lengthen
 //     its TTLs by the clock skew it declares, can pass.
+//   - LongTTL (with a TTLInspector, once per path): a key drained under a
+//     policy of 2 a day is kept, by the backend's count, at least as long
+//     as its denial's RetryAfter (less the time since, and a second for a
+//     store that counts whole seconds). A store that caps or cuts only long
+//     TTLs passes Expiry and Retention, whose states last seconds, and
+//     fails here. An aligned window drained in its day's last 10 minutes
+//     is skipped, saying so.
 //   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
 //     charges at one instant over the fleet, half refunded as they come,
 //     never hold more than the quota, and a refund at the instant of its

@@ -148,6 +148,15 @@ func (h rowHarness) Exists(_ context.Context, key store.Key) (bool, error) {
 	return ok, nil
 }
 
+// TTL lets the suite read how long a row has left
+// (conformance.TTLInspector).
+func (h rowHarness) TTL(_ context.Context, key store.Key) (time.Duration, bool, error) {
+	h.t.mu.Lock()
+	defer h.t.mu.Unlock()
+	r, ok := h.t.live(key.String())
+	return r.expires.Sub(h.t.now()), ok, nil
+}
+
 // TestExampleStore proves the example store with the suite, as a store
 // author's own test would.
 func TestExampleStore(t *testing.T) {

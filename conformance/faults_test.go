@@ -136,6 +136,45 @@ func TestImmortalKeysFailExpiry(t *testing.T) {
 	expectFailure(t, check, immortal, algorithm.GCRA{}, "still exists")
 }
 
+// A store that caps every TTL at a minute keeps the seconds-long states of
+// Expiry and Retention, and drops a drained key of a day's policy after a
+// minute: LongTTL catches it on both paths, for every algorithm, and skips
+// without a TTLInspector.
+func TestCappedTTLFailsLongTTL(t *testing.T) {
+	for _, script := range []bool{false, true} {
+		for _, inspect := range []bool{true, false} {
+			newClient := plain
+			if script {
+				newClient = scripted
+			}
+			capped := makerOf(func() *refStore { s := newRefStore(); s.ttlCap = time.Minute; return s }, newClient, Capabilities{Scripts: script}, inspect)
+			r := record(t, func(tb testing.TB) { checkLongTTL(tb, capped(tb), algorithm.All(), script) })
+			if !inspect {
+				if !r.Skipped() {
+					t.Errorf("script %v: LongTTL ran without a TTLInspector: %s", script, r)
+				}
+				continue
+			}
+			// The aligned windows (a day from midnight UTC) drained in their
+			// last minutes are skipped by the check, saying so.
+			dayEnd := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour))
+			for _, alg := range algorithm.All() {
+				aligned := alg.Name() == "fixed-window" || alg.Name() == "sliding-counter"
+				if aligned && dayEnd < longLeast+time.Minute {
+					continue
+				}
+				if !strings.Contains(r.String(), alg.Name()+": OVER-ADMISSION") {
+					t.Errorf("script %v: LongTTL did not catch a TTL capped at a minute for %s:\n%s", script, alg.Name(), r)
+				}
+			}
+			good := makerOf(newRefStore, newClient, Capabilities{Scripts: script}, true)
+			if r := record(t, func(tb testing.TB) { checkLongTTL(tb, good(tb), algorithm.All(), script) }); r.Failed() {
+				t.Errorf("script %v: LongTTL failed the reference store:\n%s", script, r)
+			}
+		}
+	}
+}
+
 // A harness that declares a script path its store does not have, or hides
 // one it has, or a clock skew its store does not allow for, fails the
 // Capabilities check, each for its own reason.

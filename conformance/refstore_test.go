@@ -19,8 +19,10 @@ import (
 type refStore struct {
 	mu sync.Mutex
 	m  map[string]refEntry
-	// ttlScale multiplies every TTL (1 when zero); the faults below use it.
+	// ttlScale multiplies every TTL (1 when zero), and ttlCap, when not
+	// zero, caps it; the faults below use them.
 	ttlScale float64
+	ttlCap   time.Duration
 	// skew is the clock skew it declares (refSkew when zero), and addSkew
 	// lengthens every TTL by it, as a store on the limiters' clocks does.
 	skew    time.Duration
@@ -60,6 +62,9 @@ func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time
 	if s.addSkew {
 		ttl += s.ClockSkew()
 	}
+	if s.ttlCap != 0 {
+		ttl = min(ttl, s.ttlCap)
+	}
 	s.m[k] = refEntry{clone(next), now.Add(ttl)}
 }
 
@@ -87,6 +92,17 @@ func (s *refStore) exists(key store.Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.load(key.String(), time.Now()) != nil
+}
+
+// ttl is how long key's state has left, if any.
+func (s *refStore) ttl(key store.Key) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[key.String()]
+	if left := time.Until(e.expires); ok && left > 0 {
+		return left, true
+	}
+	return 0, false
 }
 
 // refScriptStore adds a script path to refStore: RunScript runs the
@@ -247,6 +263,11 @@ type inspectingHarness struct{ *harness }
 
 func (h inspectingHarness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	return h.backend.exists(key), nil
+}
+
+func (h inspectingHarness) TTL(ctx context.Context, key store.Key) (time.Duration, bool, error) {
+	ttl, ok := h.backend.ttl(key)
+	return ttl, ok, nil
 }
 
 // maker returns a harness maker for the backend's clients.

@@ -122,6 +122,7 @@ var pathChecks = []struct {
 }{
 	{"Expiry", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) { checkExpiry(t, h, algs, script) }},
 	{"Retention", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) { checkRetention(t, h, algs, script) }},
+	{"LongTTL", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) { checkLongTTL(t, h, algs, script) }},
 	{"Multi", func(t *testing.T, h Harness, algs []core.Algorithm, script bool) {
 		checkMulti(t, h, multiAlgs(algs), script)
 	}},

@@ -326,7 +326,7 @@ func conformanceChild(spec string) {
 	defer b.Close()
 	os.Args = append([]string{os.Args[0]}, os.Args[1:]...)
 	tests := []testing.InternalTest{{Name: "TestConformance", F: func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) conformance.Harness { return cliHarness{b: b, skew: skew} })
+		conformance.Run(t, func(t *testing.T) conformance.Harness { return harnessOf(cliHarness{b: b, skew: skew}) })
 	}}}
 	testing.Main(func(pat, str string) (bool, error) { return regexp.MatchString(pat, str) }, tests, nil, nil)
 }

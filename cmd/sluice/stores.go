@@ -31,6 +31,7 @@ type backend struct {
 	Shared   bool // state is shared across clients (false for memory)
 	NewStore func() (store.Store, func(), error)
 	Close    func()
+	inspect  *inspector // nil: the command cannot look into the backend
 }
 
 // openBackend parses a --store value and checks that the store answers
@@ -193,7 +194,7 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 		}
 		return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
 	}
-	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }}
+	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }, inspect: inspectorOf(first.Store)}
 	b.Scripts = b.Shared && first.Scheme != "memcache"
 	if !b.Shared {
 		b.NewStore = func() (store.Store, func(), error) { return first.Store, func() {}, nil }

@@ -49,6 +49,10 @@ var (
 	errNilMutation = errors.New("sluice/memcache: Update: nil mutation")
 )
 
+// Client returns the gomemcache client the store sends with, for reading
+// the backend alongside the store (a harness, an admin tool).
+func (s *Store) Client() *gomemcache.Client { return s.c }
+
 // New returns a Store over c, configured by opts (nil means all defaults).
 // The Store does not own c: Close leaves it usable, and the caller may share
 // it. c's Timeout bounds how long a round trip abandoned at a caller's

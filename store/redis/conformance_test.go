@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -37,7 +38,25 @@ func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	return n == 1, err
 }
 
-var _ conformance.Inspector = harness{}
+// TTL reads the key's PTTL (conformance.TTLInspector): go-redis returns
+// -2 (ns) for no key, -1 for no expiry.
+func (h harness) TTL(ctx context.Context, key store.Key) (time.Duration, bool, error) {
+	d, err := h.admin.PTTL(ctx, key.String()).Result()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case d == -2:
+		return 0, false, nil
+	case d < 0:
+		return math.MaxInt64, true, nil
+	}
+	return d, true, nil
+}
+
+var (
+	_ conformance.Inspector    = harness{}
+	_ conformance.TTLInspector = harness{}
+)
 
 func TestConformance(t *testing.T) {
 	single := func(t testing.TB) goredis.UniversalClient { return userClient(t) }

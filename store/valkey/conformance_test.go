@@ -2,7 +2,9 @@ package valkey_test
 
 import (
 	"context"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -52,7 +54,25 @@ func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
 	return n == 1, err
 }
 
-var _ conformance.Inspector = harness{}
+// TTL reads the key's PTTL (conformance.TTLInspector): -2 is no key, -1
+// no expiry.
+func (h harness) TTL(ctx context.Context, key store.Key) (time.Duration, bool, error) {
+	ms, err := h.admin.Do(ctx, h.admin.B().Pttl().Key(key.String()).Build()).AsInt64()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case ms == -2:
+		return 0, false, nil
+	case ms < 0:
+		return math.MaxInt64, true, nil
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+var (
+	_ conformance.Inspector    = harness{}
+	_ conformance.TTLInspector = harness{}
+)
 
 func TestConformance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {

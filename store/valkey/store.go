@@ -98,6 +98,11 @@ func New(c valkeygo.Client, opts *Options) *Store {
 	return s
 }
 
+// Client returns the client the store sends with: the one given to New,
+// or the one Open built (which Close closes), for reading the backend
+// alongside the store (a harness, an admin tool).
+func (s *Store) Client() valkeygo.Client { return s.c }
+
 // Open builds a valkey-go client from opt and returns a Store over it that
 // owns it: Close closes the client too. It refuses, before connecting, an
 // opt with ConnLifetime set: valkey-go re-sends any command, writes
