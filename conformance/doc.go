@@ -186,7 +186,12 @@
 // are the only checks that wait (a few seconds, and one to two of
 // Retention's windows: 1.5 to 3 s, or 8 to 16 s on the generic path of a
 // store that allows for a second of skew). It does not check that Update
-// honours its context (a store that ignores a deadline passes, slowly). A
+// honours its context (a store that ignores a deadline passes, slowly),
+// nor how a store classes its errors: it makes no fault, so any error in
+// the concurrent checks fails them, and whether a store says
+// store.UnknownOutcome exactly when a write may have happened is for a
+// test that cuts its connections (this repository's faults module does,
+// through a proxy, for its own stores). A
 // CAS store may give up on a hot key (core.ErrContention) in the concurrent
 // checks as long as enough calls are decided to fill the quota; every other
 // error fails the check.
