@@ -41,6 +41,9 @@ const (
 // serverClocks holds one reading of each server's clock.
 type serverClocks struct {
 	addrs []string
+	// stop ends the reads on their way (close, at the Store's Close).
+	stop  context.Context
+	close context.CancelFunc
 
 	mu       sync.Mutex
 	readings []clockReading // by index in addrs
@@ -60,7 +63,8 @@ func newServerClocks(addrs []string) *serverClocks {
 	if len(addrs) == 0 {
 		return nil
 	}
-	return &serverClocks{addrs: addrs, readings: make([]clockReading, len(addrs))}
+	stop, cancel := context.WithCancel(context.Background())
+	return &serverClocks{addrs: addrs, readings: make([]clockReading, len(addrs)), stop: stop, close: cancel}
 }
 
 // now returns the latest clock among the servers, in Unix seconds rounded
@@ -113,7 +117,7 @@ func (c *serverClocks) startRead(bg *inflight.Counter) bool {
 	c.inflight = done
 	go func() {
 		defer bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), clockTimeout)
+		ctx, cancel := context.WithTimeout(c.stop, clockTimeout)
 		ok := c.refresh(ctx)
 		cancel()
 		c.mu.Lock()
@@ -187,6 +191,8 @@ func readServerTime(ctx context.Context, addr string) (int64, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
+	// A read cut short (the Store's Close) ends at once.
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
 	if _, err := conn.Write([]byte("stats\r\n")); err != nil {
 		return 0, err
 	}

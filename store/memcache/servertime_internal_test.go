@@ -92,3 +92,48 @@ func TestClockReadAfterCloseSendsNothing(t *testing.T) {
 	}
 	bg.Wait()
 }
+
+// TestCloseCutsAClockReadShort: a server-clock read on its way to a silent
+// server when Close comes ends at once, not at its own second's timeout,
+// so that Close waits no longer than for the round trips.
+func TestCloseCutsAClockReadShort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		close(accepted)
+		for c := range accepted {
+			_ = c.Close()
+		}
+	}()
+	var bg inflight.Counter
+	c := newServerClocks([]string{ln.Addr().String()})
+	c.readings[0] = clockReading{unix: 1000, at: time.Now().Add(-2 * clockRefresh), ok: true}
+	if _, ok := c.now(context.Background(), &bg); !ok {
+		t.Fatal("a stale reading was not used")
+	}
+	select {
+	case <-accepted: // the background read reached the server
+	case <-time.After(time.Second):
+		t.Fatal("no background read of a stale clock")
+	}
+	start := time.Now()
+	bg.Close()
+	c.close()
+	bg.Wait()
+	if took := time.Since(start); took > clockTimeout/2 {
+		t.Errorf("Close waited %v for a clock read of a silent server", took)
+	}
+}
