@@ -613,13 +613,16 @@ func (l *Limiter) now() int64 {
 // (their Refund returns ErrNotRefunded, a Reservation's Settle refunds
 // nothing): their units would go into the state after the Reset, which
 // later charges took, or the delete took them (a charge made while a
-// Reset runs may land before its delete). A refund already on its way when Reset is called lands
-// first: Reset waits for it (for those alone, not for refunds of other
-// receipts made meanwhile), within its own deadline (Timeout, or ctx's:
-// past it, Reset returns ctx's error and deletes nothing; the receipts are
-// void all the same). A Reset by
-// another instance cannot void them: refund only what was charged since
-// the last Reset anyone made.
+// Reset runs may land before its delete). A refund already on its way
+// when Reset is called lands first: Reset waits for it (for those alone,
+// not for refunds of other receipts made meanwhile), within its own
+// deadline (Timeout, or ctx's: past it, Reset returns ctx's error and
+// deletes nothing; the receipts are void all the same). This order holds for the calls the store answered:
+// a refund or a delete that ended in an unknown outcome (its deadline
+// passed with the request sent) may still reach the server later, after
+// the other, which then takes or credits units it should not (at most
+// that refund's). A Reset by another instance cannot void them: refund
+// only what was charged since the last Reset anyone made.
 func (l *Limiter) Reset(ctx context.Context, identity string) error {
 	if !l.made() {
 		return errLimiterNotMade
