@@ -42,7 +42,9 @@ const (
 // held.
 //
 // Memory is bounded: Size slots of one pointer each (8 bytes), plus 56
-// bytes for each refusal held. Identities share a slot by hash (the later
+// bytes for each refusal held, and 8 KiB of counters of refunds (a refund
+// keeps refusals on their way from being held for the identities whose
+// counter it shares, 1 in 1024). Identities share a slot by hash (the later
 // refusal takes it; the other identity then simply asks the store again),
 // and match by a 128-bit keyed hash, so one identity is never refused for
 // another.
@@ -72,7 +74,7 @@ type denyCache struct {
 	freedAt [freedStripes]atomic.Uint64
 }
 
-const freedStripes = 64
+const freedStripes = 1024
 
 // denied is one refusal held: of cost n, until until (µs on the Limiter's
 // clock), whose wait ends at retry.
