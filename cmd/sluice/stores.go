@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/inspect"
 	"github.com/sluicehq/sluice/internal/urlmask"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
@@ -31,7 +32,7 @@ type backend struct {
 	Shared   bool // state is shared across clients (false for memory)
 	NewStore func() (store.Store, func(), error)
 	Close    func()
-	inspect  *inspector // nil: the command cannot look into the backend
+	inspect  *inspect.Reader // nil: the command cannot look into the backend
 }
 
 // openBackend parses a --store value and checks that the store answers

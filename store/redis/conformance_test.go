@@ -2,12 +2,12 @@ package redis
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/internal/inspect"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 )
@@ -31,26 +31,14 @@ func (harness) Capabilities() conformance.Capabilities {
 	return conformance.Capabilities{Scripts: true, ClockSkew: time.Second}
 }
 
-// Exists reads the key through a client of the harness's own
-// (conformance.Inspector).
+// Exists and TTL read the key through a client of the harness's own
+// (conformance.Inspector, TTLInspector).
 func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
-	n, err := h.admin.Exists(ctx, key.String()).Result()
-	return n == 1, err
+	return inspect.Redis(h.admin).Exists(ctx, key)
 }
 
-// TTL reads the key's PTTL (conformance.TTLInspector): go-redis returns
-// -2 (ns) for no key, -1 for no expiry.
 func (h harness) TTL(ctx context.Context, key store.Key) (time.Duration, bool, error) {
-	d, err := h.admin.PTTL(ctx, key.String()).Result()
-	switch {
-	case err != nil:
-		return 0, false, err
-	case d == -2:
-		return 0, false, nil
-	case d < 0:
-		return math.MaxInt64, true, nil
-	}
-	return d, true, nil
+	return inspect.Redis(h.admin).TTL(ctx, key)
 }
 
 var (

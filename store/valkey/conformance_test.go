@@ -2,11 +2,11 @@ package valkey_test
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/internal/inspect"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/valkey"
@@ -47,26 +47,14 @@ func (harness) Capabilities() conformance.Capabilities {
 	return conformance.Capabilities{Scripts: true, ClockSkew: valkey.DefaultClockSkew}
 }
 
-// Exists reads the key through the harness's own client
-// (conformance.Inspector).
+// Exists and TTL read the key through the harness's own client
+// (conformance.Inspector, TTLInspector).
 func (h harness) Exists(ctx context.Context, key store.Key) (bool, error) {
-	n, err := h.admin.Do(ctx, h.admin.B().Exists().Key(key.String()).Build()).AsInt64()
-	return n == 1, err
+	return inspect.Valkey(h.admin).Exists(ctx, key)
 }
 
-// TTL reads the key's PTTL (conformance.TTLInspector): -2 is no key, -1
-// no expiry.
 func (h harness) TTL(ctx context.Context, key store.Key) (time.Duration, bool, error) {
-	ms, err := h.admin.Do(ctx, h.admin.B().Pttl().Key(key.String()).Build()).AsInt64()
-	switch {
-	case err != nil:
-		return 0, false, err
-	case ms == -2:
-		return 0, false, nil
-	case ms < 0:
-		return math.MaxInt64, true, nil
-	}
-	return time.Duration(ms) * time.Millisecond, true, nil
+	return inspect.Valkey(h.admin).TTL(ctx, key)
 }
 
 var (
