@@ -43,10 +43,15 @@
 // redis.ParseURL, ParseClusterURL and ParseFailoverURL: dial_timeout,
 // read_timeout, write_timeout, pool_size, min_idle_conns, max_idle_conns,
 // pool_timeout, conn_max_idle_time, conn_max_lifetime, client_name,
-// protocol, skip_verify for TLS, db, …), plus Sluice's own: clock_skew
+// protocol, skip_verify for TLS (rediss+cluster too, which go-redis's
+// cluster parser does not read), db, …), plus Sluice's own: clock_skew
 // (Options.ClockSkew), pipelines and max_batch (the batcher), no_batch=true,
 // max_attempts (the compare-and-set loop's bound). go-redis's own retries
 // (max_retries) are always off in the store: it never re-sends a decision.
+// The options the store turns off are refused when set on: read_only,
+// route_by_latency, route_randomly, replica_only,
+// use_disconnected_replicas and max_redirects (but -1): it reads and
+// writes the primaries alone, and follows a cluster's redirects itself.
 // dial_timeout must be positive: go-redis reads 0 and less as no timeout,
 // and then fails every dial at once.
 //
@@ -60,7 +65,9 @@
 //
 // memory: max_keys, shards, sweep_interval.
 //
-// Counts and sizes have maxima, past which a value is an error, so that a
+// A parameter with no value ("pool_size=") is an error, whatever its
+// scheme: the client libraries read most as unset. Counts and sizes have
+// maxima, past which a value is an error, so that a
 // typo cannot make a client allocate without end (go-redis makes its pool
 // with the client): pool_size, min_idle_conns, max_idle_conns,
 // max_active_conns and max_concurrent_dials take 0 to 10000,
@@ -75,8 +82,8 @@
 // an unreachable valkey fails Open with an error matching
 // core.ErrUnavailable (never ErrBadURL), as does a memcached host that does
 // not resolve; a valkey URL Open cannot open is refused before it
-// connects. Use Backend.Ping to check that a store
-// answers.
+// connects. Use Backend.Ping to check that a store answers, within its
+// context on every scheme.
 package storeurl
 
 import (
@@ -252,6 +259,11 @@ func Open(rawURL string) (*Backend, error) {
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		if n := len(q[name]); n > 1 && name != "addr" {
 			return nil, bad("parameter %s is given %d times", name, n)
+		}
+		// go-redis reads most empty values as unset: a typo, or a value
+		// lost on its way into the URL, would pass silently.
+		if slices.Contains(q[name], "") {
+			return nil, bad("parameter %s has no value", name)
 		}
 	}
 	var b *Backend
@@ -618,7 +630,33 @@ func goRedisChecks(q url.Values, db string) error {
 	if err := clientNameCheck(q); err != nil {
 		return err
 	}
+	if err := turnedOffCheck(q); err != nil {
+		return err
+	}
 	return dbCheck(db, q)
+}
+
+// turnedOff are go-redis's options that store/redis turns off, whatever the
+// client says: it reads and writes the primaries alone, and follows a
+// cluster's redirects itself (max_redirects -1 is "off" as written).
+var turnedOff = []string{"read_only", "route_by_latency", "route_randomly", "replica_only", "use_disconnected_replicas", "max_redirects"}
+
+// turnedOffCheck refuses such an option set on: it would not hold.
+func turnedOffCheck(q url.Values) error {
+	for _, name := range turnedOff {
+		v := q.Get(name)
+		on := v != ""
+		if b, err := strconv.ParseBool(v); err == nil {
+			on = b
+		}
+		if name == "max_redirects" {
+			on = v != "" && v != "-1"
+		}
+		if on {
+			return fmt.Errorf("parameter %s=%q: the store turns it off (it reads and writes the primaries alone, and follows a cluster's redirects itself)", name, v)
+		}
+	}
+	return nil
 }
 
 // clientNameCheck refuses a client_name that Redis and Valkey refuse in
@@ -708,9 +746,21 @@ func openRedisCluster(u *url.URL, q url.Values) (*Backend, error) {
 	if err := goRedisChecks(p.q, ""); err != nil {
 		return nil, err
 	}
+	// go-redis's cluster URL parser does not read skip_verify, which its
+	// single-node one does: read here, as for rediss://.
+	skipVerify, hasSkip := p.take("skip_verify")
+	switch _, err := strconv.ParseBool(skipVerify); {
+	case hasSkip && u.Scheme != "rediss+cluster":
+		return nil, errors.New("parameter skip_verify is for TLS (rediss+cluster://) only")
+	case hasSkip && err != nil:
+		return nil, fmt.Errorf("parameter skip_verify=%q is not true or false", skipVerify)
+	}
 	opt, err := goredis.ParseClusterURL(goredisURL(u, addrs, p.q, ""))
 	if err != nil {
 		return nil, err
+	}
+	if skip, _ := strconv.ParseBool(skipVerify); skip && opt.TLSConfig != nil {
+		opt.TLSConfig.InsecureSkipVerify = true
 	}
 	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
 	c := goredis.NewClusterClient(opt)
@@ -753,8 +803,20 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 		fo := *fo
 		fo.ContextTimeoutEnabled = true
 		c := goredis.NewFailoverClient(&fo)
-		defer c.Close()
-		return c.Ping(ctx).Err()
+		// go-redis asks the sentinels for the primary within their own
+		// dial and read timeouts, not ctx: the probe answers at ctx's end,
+		// and its client closes when go-redis gives up.
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Ping(ctx).Err()
+			_ = c.Close()
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return &Backend{Store: s, Name: "redis sentinel " + strings.Join(addrs, ",") + " master " + parts[0], ping: probe, close: []func() error{s.Close}}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		// they settle by keeping one: refused before any network call
 		// (valkey's port 1 would otherwise be an ErrUnavailable).
 		{"valkeys://127.0.0.1:1?skip_verify=maybe", `parameter skip_verify="maybe" is not true or false`},
-		{"valkeys://127.0.0.1:1?skip_verify=", "not true or false"},
+		{"valkeys://127.0.0.1:1?skip_verify=", "parameter skip_verify has no value"},
 		{"valkey://127.0.0.1:1?skip_verify=maybe", "skip_verify is for valkeys:// (TLS) only"},
 		{"valkey://127.0.0.1:1?protocol=9", `parameter protocol="9" is not 2 or 3`},
 		{"redis://127.0.0.1:6379?protocol=9", `parameter protocol="9" is not 2 or 3`},
@@ -130,6 +131,24 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?dial_timeout=-5", "is not positive"},
 		// What url.Parse quotes from the host, not the password, is kept.
 		{"redis://u:pw@127.0.0.1:http", `invalid port ":http" after host`},
+		// A parameter with no value: go-redis reads most as unset, so the
+		// setting the deployment believes it made would not be.
+		{"redis://127.0.0.1:6379?pool_size=", "parameter pool_size has no value"},
+		{"redis://127.0.0.1:6379?protocol=", "has no value"},
+		{"redis+cluster://127.0.0.1:7000?read_timeout=", "has no value"},
+		{"redis+sentinel://127.0.0.1:26379/m?db=", "has no value"},
+		{"valkey://127.0.0.1:1?client_name=", "has no value"},
+		{"memcache://127.0.0.1:11211?timeout", "has no value"},
+		// Options the store turns off (it reads and writes the primaries,
+		// and follows redirects itself): set, they would not hold.
+		{"redis+cluster://127.0.0.1:7000?read_only=true", "parameter read_only=\"true\": the store turns it off"},
+		{"redis+cluster://127.0.0.1:7000?route_by_latency=true", "the store turns it off"},
+		{"redis+cluster://127.0.0.1:7000?route_randomly=1", "the store turns it off"},
+		{"redis+cluster://127.0.0.1:7000?max_redirects=5", "the store turns it off"},
+		{"redis+sentinel://127.0.0.1:26379/m?replica_only=true", "the store turns it off"},
+		{"redis+sentinel://127.0.0.1:26379/m?route_randomly=true", "the store turns it off"},
+		{"redis+cluster://127.0.0.1:7000?skip_verify=true", "skip_verify is for TLS"},
+		{"rediss+cluster://127.0.0.1:7000?skip_verify=maybe", `skip_verify="maybe" is not true or false`},
 		// A list that holds an IPv6 literal, which url.Parse does not read.
 		{"memcache://[::zz]:1,127.0.0.1:2", `bad IPv6 address "::zz"`},
 		{"memcache://a b:1,[::1]:2", `bad host "a b"`},
@@ -259,6 +278,8 @@ func TestOpenTakesWellFormedParameters(t *testing.T) {
 		"redis+cluster://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002",
 		"redis+sentinel://127.0.0.1:26379/m/3?protocol=2",
 		"rediss://127.0.0.1:6379?skip_verify=true",
+		"rediss+cluster://127.0.0.1:7000?skip_verify=true",
+		"redis+cluster://127.0.0.1:7000?read_only=false&max_redirects=-1",
 	} {
 		b, err := storeurl.Open(u)
 		if err != nil {
@@ -451,6 +472,62 @@ func TestPingAfterCloseFails(t *testing.T) {
 		if err := b.Ping(context.Background()); !errors.Is(err, core.ErrUnavailable) {
 			t.Errorf("%s: Ping after Close: %v, want an error matching ErrUnavailable", u, err)
 		}
+	}
+}
+
+// skip_verify reaches a cluster's TLS configuration, as it does a single
+// node's (go-redis's cluster URL parser does not read it).
+func TestClusterSkipVerify(t *testing.T) {
+	b, err := storeurl.Open("rediss+cluster://127.0.0.1:7000?skip_verify=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := b.Store.(*sredis.Store).Client().(*goredis.ClusterClient)
+	if tc := c.Options().TLSConfig; tc == nil || !tc.InsecureSkipVerify {
+		t.Fatalf("TLS config %+v, want InsecureSkipVerify", tc)
+	}
+}
+
+// Ping answers within its context on a Sentinel URL too, whatever the
+// client's own dial timeouts: a sentinel that never answers, or refuses.
+func TestSentinelPingKeepsItsContext(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 64)
+	defer func() {
+		_ = silent.Close()
+		close(held)
+		for c := range held {
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case held <- c: // never answered
+			default:
+				_ = c.Close()
+			}
+		}
+	}()
+	b, err := storeurl.Open("redis+sentinel://" + silent.Addr().String() + "/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = b.Ping(ctx)
+	if took := time.Since(start); err == nil || took > time.Second {
+		t.Fatalf("Ping of a silent sentinel with a 300ms context: %v after %v", err, took)
 	}
 }
 
