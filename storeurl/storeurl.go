@@ -209,7 +209,7 @@ func (b *Backend) Close() error {
 // parameter; no password appears in them.
 func Open(rawURL string) (*Backend, error) {
 	masked := urlmask.Mask(rawURL)
-	parsed, list := takeHostList(rawURL)
+	parsed, list := urlmask.HostList(rawURL)
 	u, err := url.Parse(parsed)
 	if err == nil && list != "" {
 		u.Host = list
@@ -438,30 +438,6 @@ func (p *params) done() error {
 	return nil
 }
 
-// takeHostList takes out of rawURL a list of hosts that holds an IPv6
-// literal ("[::1]:7000,[::1]:7001"), which url.Parse refuses as a host, and
-// returns rawURL with one placeholder host in its place, and the list, for
-// hosts to split and check. Any other rawURL is returned as it is.
-func takeHostList(rawURL string) (parsed, list string) {
-	s := strings.Index(rawURL, "://")
-	if s < 0 {
-		return rawURL, ""
-	}
-	i := s + len("://")
-	if _, j, ok := urlmask.Userinfo(rawURL, true); ok {
-		i = j + 1
-	}
-	end := len(rawURL)
-	if k := strings.IndexAny(rawURL[i:], "/?#"); k >= 0 {
-		end = i + k
-	}
-	list = rawURL[i:end]
-	if !strings.Contains(list, ",") || !strings.Contains(list, "[") {
-		return rawURL, ""
-	}
-	return rawURL[:i] + "host-list" + rawURL[end:], list
-}
-
 // hosts splits u.Host ("h1:p1,h2:p2") into host:port addresses, giving
 // each the default port when it has none.
 func hosts(u *url.URL, defaultPort string) ([]string, error) {
@@ -495,7 +471,7 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 }
 
 // hostName checks the name of one host of a list that url.Parse did not
-// read (see takeHostList): letters, digits, '.', '-' and '_'. An address
+// read (see urlmask.HostList): letters, digits, '.', '-' and '_'. An address
 // in brackets is hosts' to check, as for every list.
 func hostName(hp string) error {
 	if strings.HasPrefix(hp, "[") {

@@ -124,3 +124,28 @@ func maskQuery(s string) string {
 	}
 	return b.String()
 }
+
+// HostList takes out of rawURL a list of hosts that holds an IPv6 literal
+// ("[::1]:7000,[::1]:7001"), which url.Parse refuses as a host, and
+// returns rawURL with one placeholder host in its place, and the list, for
+// the caller to split and check. Any other rawURL is returned as it is,
+// with no list.
+func HostList(rawURL string) (parsed, list string) {
+	s := strings.Index(rawURL, "://")
+	if s < 0 {
+		return rawURL, ""
+	}
+	i := s + len("://")
+	if _, j, ok := Userinfo(rawURL, true); ok {
+		i = j + 1
+	}
+	end := len(rawURL)
+	if k := strings.IndexAny(rawURL[i:], "/?#"); k >= 0 {
+		end = i + k
+	}
+	list = rawURL[i:end]
+	if !strings.Contains(list, ",") || !strings.Contains(list, "[") {
+		return rawURL, ""
+	}
+	return rawURL[:i] + "host-list" + rawURL[end:], list
+}
