@@ -63,7 +63,13 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	}
 	// Every message shows the value with its passwords masked.
 	shown := urlmask.Mask(spec)
-	u, err := url.Parse(spec)
+	// A list of hosts with an IPv6 literal is read as storeurl reads it:
+	// url.Parse refuses it as a host.
+	parsed, list := urlmask.HostList(spec)
+	u, err := url.Parse(parsed)
+	if err == nil && list != "" {
+		u.Host = list
+	}
 	switch {
 	case err != nil && strings.Contains(spec, "://"):
 		// Not a URL: storeurl.Open refuses it before any network call,
@@ -98,12 +104,29 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		spec = u.Scheme + "+cluster" + rest
 	}
 	// valkey-go dials in NewClient, which takes no context: its dial
-	// timeout is what bounds an unreachable server.
+	// timeout is what bounds an unreachable server. The messages show the
+	// URL as written.
 	if (u.Scheme == "valkey" || u.Scheme == "valkeys") && !u.Query().Has("dial_timeout") {
+		written := spec
 		spec = addParam(spec, "dial_timeout", dialTimeout.String())
+		b, err := urlBackend(ctx, spec)
+		if err != nil {
+			err = rewritten{err, urlmask.Mask(spec), urlmask.Mask(written)}
+		}
+		return b, err
 	}
 	return urlBackend(ctx, spec)
 }
+
+// rewritten is err with the URL the command opened shown as the one
+// written (from, to: both masked), keeping err's kind (usage, unreachable).
+type rewritten struct {
+	err      error
+	from, to string
+}
+
+func (r rewritten) Error() string { return strings.ReplaceAll(r.err.Error(), r.from, r.to) }
+func (r rewritten) Unwrap() error { return r.err }
 
 // addParam adds name=value to the query of rawURL, leaving what is there as
 // written (a malformed pair included, for storeurl to refuse).
@@ -188,12 +211,15 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	if err := first.Ping(pctx); err != nil {
 		first.Close()
 		var oe *net.OpError
-		if pctx.Err() == nil && !errors.As(err, &oe) {
-			// It answered, with an error (a cluster URL to a server that is
-			// not one, a wrong password).
-			return nil, unreachableError{fmt.Errorf("%s answered with an error: %w", first.Name, err)}
+		switch {
+		case pctx.Err() != nil:
+			return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
+		case errors.As(err, &oe):
+			return nil, unreachableError{fmt.Errorf("%s could not be reached: %w", first.Name, err)}
 		}
-		return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
+		// It answered, with an error (a cluster URL to a server that is
+		// not one, a wrong password).
+		return nil, unreachableError{fmt.Errorf("%s answered with an error: %w", first.Name, err)}
 	}
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }, inspect: inspectorOf(first.Store)}
 	b.Scripts = b.Shared && first.Scheme != "memcache"

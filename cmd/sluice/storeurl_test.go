@@ -81,3 +81,27 @@ func TestMemoryStoreURL(t *testing.T) {
 		t.Errorf("memory://?max_keys=0: %q does not name max_keys", errOut)
 	}
 }
+
+// A host list with an IPv6 literal gets the command's own handling, as
+// one without does: its port check, and its two spellings (redis:// with
+// several hosts for a cluster, memcached://). A bad valkey URL is shown
+// as written, without the dial timeout the command adds, and a refused
+// connection is not said to be silent.
+func TestStoreSpellingsTakeIPv6HostLists(t *testing.T) {
+	for _, c := range []struct {
+		spec string
+		code int
+		says string
+	}{
+		{"redis+cluster://[::1]:1,127.0.0.1", exitUsage, `"127.0.0.1" is not host:port`},
+		{"redis://[::1]:1,[::1]:2", exitUnreachable, "redis cluster [::1]:1,[::1]:2"},
+		{"memcached://[::1]:1,[::1]:2", exitUnreachable, "memcached [::1]:1,[::1]:2"},
+		{"valkey://127.0.0.1:1?nope=1", exitUsage, `"valkey://127.0.0.1:1?nope=1"`},
+		{"redis://127.0.0.1:1", exitUnreachable, "could not be reached"},
+	} {
+		code, out, errOut := sluice(t, "bench", "--store", c.spec, "--duration", "100ms")
+		if code != c.code || !strings.Contains(errOut, c.says) || strings.Contains(errOut, "dial_timeout=") {
+			t.Errorf("--store %s: exit %d, want %d saying %q (and no dial_timeout=)\nstdout: %s\nstderr: %s", c.spec, code, c.code, c.says, out, errOut)
+		}
+	}
+}
