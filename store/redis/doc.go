@@ -118,7 +118,10 @@
 // with an error that says nothing ran; after, with core.ErrOutcomeUnknown.
 // A pipeline whose replies are lost fails every call in it with
 // core.ErrOutcomeUnknown, and is never sent again. Options.NoBatch turns
-// the batcher off.
+// the batcher off. go-redis sends pipelines on a pool of their own
+// (PipelinePoolSize, beside PoolSize), so the store may hold up to both
+// pools' connections to a node; a PipelinePoolSize of -1 (storeurl's
+// pipeline_pool_size=-1) keeps it to PoolSize.
 //
 // # Errors
 //
