@@ -12,15 +12,32 @@ import (
 )
 
 // remote is the memory store seen as a network store (not InProcess), which
-// counts its calls: each is a round trip a real store would make.
+// counts its calls: each is a round trip a real store would make. When
+// held is set, each reply waits on its way, after held received, until
+// released.
 type remote struct {
-	s     *memory.Store
-	calls atomic.Int64
+	s              *memory.Store
+	calls          atomic.Int64
+	held, released chan struct{}
 }
 
 func (r *remote) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	r.calls.Add(1)
-	return r.s.Update(ctx, key, m)
+	err := r.s.Update(ctx, key, m)
+	if r.held != nil {
+		r.held <- struct{}{}
+		<-r.released
+	}
+	return err
+}
+
+func (r *remote) Delete(ctx context.Context, key store.Key) error { return r.s.Delete(ctx, key) }
+
+// newRemote is a remote over a memory store of its own, closed with t.
+func newRemote(t testing.TB) *remote {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	return &remote{s: mem}
 }
 
 // BenchmarkDenyCacheFlood floods one key that is over its limit, with the

@@ -7,32 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/memory"
 )
-
-// heldRemote is the memory store seen as a network store (not InProcess),
-// so that the deny cache applies; held, when set, holds a reply on its way
-// back until released.
-type heldRemote struct {
-	mem            *memory.Store
-	held, released chan struct{}
-}
-
-func (r *heldRemote) Update(ctx context.Context, k store.Key, m store.Mutation) error {
-	err := r.mem.Update(ctx, k, m)
-	if r.held != nil {
-		r.held <- struct{}{}
-		<-r.released
-	}
-	return err
-}
-
-func newHeldRemote(t *testing.T) *heldRemote {
-	mem := memory.New(nil)
-	t.Cleanup(func() { _ = mem.Close() })
-	return &heldRemote{mem: mem}
-}
 
 // A refund gives units back to the store; this Limiter's deny cache must
 // not go on refusing what the store would now admit (it refuses only what
@@ -41,7 +16,7 @@ func TestDenyCacheForgetsARefusalWhenARefundFreesUnits(t *testing.T) {
 	ctx := context.Background()
 	l, err := core.New(core.Config{
 		Policy: core.Policy{Name: "api", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{},
-		Store: newHeldRemote(t), DenyCache: &core.DenyCacheOptions{},
+		Store: newRemote(t), DenyCache: &core.DenyCacheOptions{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +55,7 @@ func TestDenyCacheForgetsARefusalWhenARefundFreesUnits(t *testing.T) {
 // still on its way, is not held after the refund.
 func TestDenyCacheDoesNotHoldARefusalARefundOvertook(t *testing.T) {
 	ctx := context.Background()
-	s := newHeldRemote(t)
+	s := newRemote(t)
 	l, err := core.New(core.Config{
 		Policy: core.Policy{Name: "api", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{},
 		Store: s, DenyCache: &core.DenyCacheOptions{},
