@@ -449,6 +449,9 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		if hp == "" {
 			return nil, fmt.Errorf("an empty host in %q", u.Host)
 		}
+		if strings.HasPrefix(hp, "[") && !strings.Contains(hp, "]") {
+			return nil, fmt.Errorf("bad IPv6 address in %q: no closing ]", hp)
+		}
 		host, port, err := net.SplitHostPort(hp)
 		if err != nil {
 			// No port (or an IPv6 literal in brackets without one).
@@ -624,6 +627,8 @@ func turnedOffCheck(q url.Values) error {
 		on := v != ""
 		if b, err := strconv.ParseBool(v); err == nil {
 			on = b
+		} else if on && name != "max_redirects" {
+			return fmt.Errorf("parameter %s=%q is not true or false", name, v)
 		}
 		if name == "max_redirects" {
 			on = v != "" && v != "-1"
@@ -778,6 +783,11 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 	probe := func(ctx context.Context) error {
 		fo := *fo
 		fo.ContextTimeoutEnabled = true
+		// go-redis retries sentinels that refuse until ctx ends, and says
+		// only that ctx ended: one that none of them accepts is said so.
+		if err := dialAny(ctx, addrs); err != nil {
+			return err
+		}
 		c := goredis.NewFailoverClient(&fo)
 		// go-redis asks the sentinels for the primary within their own
 		// dial and read timeouts, not ctx: the probe answers at ctx's end,
@@ -795,6 +805,20 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 		}
 	}
 	return &Backend{Store: s, Name: "redis sentinel " + strings.Join(addrs, ",") + " master " + parts[0], ping: probe, close: []func() error{s.Close}}, nil
+}
+
+// dialAny connects to each of addrs in turn, within ctx, until one
+// accepts (it then hangs up), and otherwise returns the last dial's error.
+func dialAny(ctx context.Context, addrs []string) error {
+	var err error
+	for _, a := range addrs {
+		var d net.Dialer
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", a); err == nil {
+			return c.Close()
+		}
+	}
+	return err
 }
 
 // valkeyParams are the parameters valkey-go's ParseURL reads; it ignores

@@ -149,6 +149,10 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+sentinel://127.0.0.1:26379/m?route_randomly=true", "the store turns it off"},
 		{"redis+cluster://127.0.0.1:7000?skip_verify=true", "skip_verify is for TLS"},
 		{"rediss+cluster://127.0.0.1:7000?skip_verify=maybe", `skip_verify="maybe" is not true or false`},
+		{"redis+cluster://127.0.0.1:7000?read_only=yes", `parameter read_only="yes" is not true or false`},
+		// An IPv6 literal whose ']' is missing would take the default port.
+		{"redis+cluster://[::1]:7000,[::1:7001", "no closing ]"},
+		{"memcache://[::1:7000,[::1]:7001", "no closing ]"},
 		// A list that holds an IPv6 literal, which url.Parse does not read.
 		{"memcache://[::zz]:1,127.0.0.1:2", `bad IPv6 address "::zz"`},
 		{"memcache://a b:1,[::1]:2", `bad host "a b"`},
@@ -528,6 +532,19 @@ func TestSentinelPingKeepsItsContext(t *testing.T) {
 	err = b.Ping(ctx)
 	if took := time.Since(start); err == nil || took > time.Second {
 		t.Fatalf("Ping of a silent sentinel with a 300ms context: %v after %v", err, took)
+	}
+	// A sentinel that refuses is said to, at once, not at the context's end.
+	refusing, err := storeurl.Open("redis+sentinel://127.0.0.1:1/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refusing.Close()
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start = time.Now()
+	var oe *net.OpError
+	if err := refusing.Ping(ctx); !errors.As(err, &oe) || time.Since(start) > time.Second {
+		t.Fatalf("Ping of a refusing sentinel: %v after %v, want the refused dial at once", err, time.Since(start))
 	}
 }
 

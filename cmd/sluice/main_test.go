@@ -252,7 +252,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"bench", "--store", "redis://nohost"}, exitUsage, "not host:port"},
 		{[]string{"bench", "--store", "ftp://127.0.0.1:21"}, exitUsage, "unknown scheme"},
 		{[]string{"bench", "--store", "redis+sentinel://127.0.0.1:26379"}, exitUsage, "master name"},
-		{[]string{"demo", "--store", "redis+sentinel://127.0.0.1:1/m"}, exitUnreachable, "did not answer"},
+		{[]string{"demo", "--store", "redis+sentinel://127.0.0.1:1/m"}, exitUnreachable, "could not be reached"},
 		{[]string{"bench", "--store", "memory", "--algorithm", "leaky"}, exitUsage, "unknown algorithm"},
 		{[]string{"simulate", "--pattern", "nope"}, exitUsage, "unknown pattern"},
 		{[]string{"bench", "--store", "memory", "--algorithm", ","}, exitUsage, "no algorithm"},

@@ -96,7 +96,7 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	// The command's older spellings: memcached://, and redis:// with
 	// several hosts for a cluster. The rest of the value goes to
 	// storeurl as written.
-	rest := spec[len(u.Scheme):]
+	written, rest := spec, spec[len(u.Scheme):]
 	switch {
 	case u.Scheme == "memcached":
 		spec = "memcache" + rest
@@ -104,18 +104,16 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		spec = u.Scheme + "+cluster" + rest
 	}
 	// valkey-go dials in NewClient, which takes no context: its dial
-	// timeout is what bounds an unreachable server. The messages show the
-	// URL as written.
+	// timeout is what bounds an unreachable server.
 	if (u.Scheme == "valkey" || u.Scheme == "valkeys") && !u.Query().Has("dial_timeout") {
-		written := spec
 		spec = addParam(spec, "dial_timeout", dialTimeout.String())
-		b, err := urlBackend(ctx, spec)
-		if err != nil {
-			err = rewritten{err, urlmask.Mask(spec), urlmask.Mask(written)}
-		}
-		return b, err
 	}
-	return urlBackend(ctx, spec)
+	b, err := urlBackend(ctx, spec)
+	if err != nil && spec != written {
+		// The messages show the URL as written.
+		err = rewritten{err, urlmask.Mask(spec), urlmask.Mask(written)}
+	}
+	return b, err
 }
 
 // rewritten is err with the URL the command opened shown as the one
@@ -179,6 +177,24 @@ func splitComma(s string) []string {
 	return out
 }
 
+// unreachable says how the store named by who failed to answer: past the
+// command's dialTimeout (late), or within a timeout of its own, refused,
+// or with an error of its own (a wrong password, a cluster URL to a
+// server that is not one).
+func unreachable(who string, err error, late bool) error {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case late || errors.Is(err, context.DeadlineExceeded):
+		return unreachableError{fmt.Errorf("%sdid not answer within %s: %w", who, dialTimeout, err)}
+	case errors.As(err, &ne) && ne.Timeout():
+		return unreachableError{fmt.Errorf("%sdid not answer in time: %w", who, err)}
+	case errors.As(err, &oe):
+		return unreachableError{fmt.Errorf("%scould not be reached: %w", who, err)}
+	}
+	return unreachableError{fmt.Errorf("%sanswered with an error: %w", who, err)}
+}
+
 // quietLog drops go-redis's own log lines (dial retries, sentinel
 // announcements): the command reports a store that does not answer itself,
 // once.
@@ -198,7 +214,8 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 			return nil, usagef("bad --store: %v", err)
 		}
 		if err != nil {
-			return nil, unreachableError{err}
+			// valkey-go connects in Open.
+			return nil, unreachable(urlmask.Mask(rawURL)+" ", err, false)
 		}
 		return b, nil
 	}
@@ -210,16 +227,7 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	defer cancel()
 	if err := first.Ping(pctx); err != nil {
 		first.Close()
-		var oe *net.OpError
-		switch {
-		case pctx.Err() != nil:
-			return nil, unreachableError{fmt.Errorf("%s did not answer within %s: %w", first.Name, dialTimeout, err)}
-		case errors.As(err, &oe):
-			return nil, unreachableError{fmt.Errorf("%s could not be reached: %w", first.Name, err)}
-		}
-		// It answered, with an error (a cluster URL to a server that is
-		// not one, a wrong password).
-		return nil, unreachableError{fmt.Errorf("%s answered with an error: %w", first.Name, err)}
+		return nil, unreachable(first.Name+" ", err, pctx.Err() != nil)
 	}
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }, inspect: inspectorOf(first.Store)}
 	b.Scripts = b.Shared && first.Scheme != "memcache"
