@@ -120,7 +120,8 @@ type Config struct {
 // Region enforces one region's share of a global limit. It is safe for
 // concurrent use: share one per region and policy, and call Run (or Sync
 // every SyncPeriod) in the synced mode. A Region counts on its own keys in
-// the regional store; two processes of one region that each run a Region
+// the regional store, under "<Prefix>:<Region>" (Limiter.Prefix, or
+// core.DefaultPrefix); two processes of one region that each run a Region
 // must be two Members.
 type Region struct {
 	mode     Mode
@@ -226,6 +227,17 @@ func New(cfg Config) (*Region, error) {
 	if r.self < 0 {
 		return nil, fmt.Errorf("region: Region %q is not one of Members", cfg.Region)
 	}
+	prefix := cfg.Limiter.Prefix
+	if prefix == "" {
+		prefix = core.DefaultPrefix
+	}
+	// The region's keys are its own (under "<prefix>:<region>"): two
+	// members on one regional store must not count on one key, each
+	// against its own allowance.
+	r.cfg.Prefix = prefix + ":" + cfg.Region
+	if len(r.cfg.Prefix) > core.MaxNameLen {
+		return nil, fmt.Errorf("region: Limiter.Prefix %q and Region %q name the region's keys %q, longer than %d characters: shorten either", prefix, cfg.Region, r.cfg.Prefix, core.MaxNameLen)
+	}
 	start := p.Limit
 	switch cfg.Mode {
 	case Static:
@@ -247,10 +259,6 @@ func New(cfg Config) (*Region, error) {
 			return nil, err
 		}
 		r.coord = cfg.Coordinator
-		prefix := cfg.Limiter.Prefix
-		if prefix == "" {
-			prefix = core.DefaultPrefix
-		}
 		for _, name := range r.names {
 			r.keys = append(r.keys, store.Key{Namespace: store.Namespace(prefix+":region", p.Name), Identity: name})
 		}

@@ -605,3 +605,39 @@ func TestZeroRegionReturnsAnError(t *testing.T) {
 		t.Fatalf("zero Region: Name %q, Allowance %d, Limiter %v; want zero values", r.Name(), r.Allowance(), r.Limiter())
 	}
 }
+
+// Two processes of one region, each its own Member on the region's one
+// store (as the Region doc says they must be), count on keys of their own:
+// each admits its own share, so the region admits both shares, not one.
+func TestMembersSharingARegionalStoreCountApart(t *testing.T) {
+	regional := memory.New(nil)
+	t.Cleanup(func() { _ = regional.Close() })
+	members := []region.Member{{Name: "eu-1"}, {Name: "eu-2"}}
+	admitted := 0
+	for _, m := range members {
+		r, err := region.New(region.Config{
+			Mode: region.Static, Region: m.Name, Members: members,
+			Limiter: core.Config{Policy: core.Policy{Name: "api", Limit: 100, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: regional},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 80 {
+			if d, err := r.Allow(context.Background(), "client"); err == nil && d.Allowed {
+				admitted++
+			}
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("two members of one store, shares of 50 each: %d admitted in all, want 100", admitted)
+	}
+	// A member's keys are named after it, under the limiter's prefix: a
+	// prefix and a name too long together are refused at New.
+	_, err := region.New(region.Config{
+		Mode: region.Static, Region: strings.Repeat("r", 40), Members: []region.Member{{Name: strings.Repeat("r", 40)}},
+		Limiter: core.Config{Policy: core.PerSecond("api", 10), Algorithm: algorithm.GCRA{}, Store: regional, Prefix: strings.Repeat("p", 30)},
+	})
+	if err == nil || !strings.Contains(err.Error(), "Prefix") {
+		t.Errorf("a prefix and a region name of 71 characters in all: %v, want an error naming the Prefix", err)
+	}
+}
