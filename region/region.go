@@ -63,7 +63,10 @@ type Member struct {
 // Config configures a Region. Every region of a split must be given the
 // same Members, Limiter.Policy (Name, Limit, Window), SyncPeriod,
 // LeasePeriods and Hold; only Region, the regional Limiter.Store and
-// Coordinator's address differ.
+// Coordinator's address differ. Each report carries its region's timing
+// (SyncPeriod, lease, Hold): a synced region that reads another's of
+// another timing fails its Sync, saying so, and holds its floor until they
+// agree (during a rolling change of them too).
 type Config struct {
 	// Mode is Static (the zero value), Synced or Slack.
 	Mode Mode

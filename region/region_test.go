@@ -641,3 +641,44 @@ func TestMembersSharingARegionalStoreCountApart(t *testing.T) {
 		t.Errorf("a prefix and a region name of 71 characters in all: %v, want an error naming the Prefix", err)
 	}
 }
+
+// Regions given different SyncPeriods (or leases, or holds) cannot keep
+// the bound: a sync that reads another region's report of another timing
+// fails, saying so, before it writes its own, and its region holds its
+// floor, which the others count it at (it reports nothing): never more
+// than the limit in all.
+func TestMismatchedTimingIsASyncError(t *testing.T) {
+	coord := memory.New(nil)
+	t.Cleanup(func() { _ = coord.Close() })
+	members := []region.Member{{Name: "a"}, {Name: "b"}}
+	var rs []*region.Region
+	for i, period := range []time.Duration{200 * time.Millisecond, 2500 * time.Millisecond} {
+		st := memory.New(nil)
+		t.Cleanup(func() { _ = st.Close() })
+		r, err := region.New(region.Config{
+			Mode: region.Synced, Region: members[i].Name, Members: members,
+			Limiter:     core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.FixedWindow{}, Store: st},
+			Coordinator: coord, SyncPeriod: period,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	ctx := context.Background()
+	if err := rs[0].Sync(ctx); err != nil {
+		t.Fatalf("the first region's sync, alone so far: %v", err)
+	}
+	for range 3 {
+		err := rs[1].Sync(ctx)
+		if err == nil || !strings.Contains(err.Error(), "same SyncPeriod") {
+			t.Fatalf("a sync beside a region of another SyncPeriod: %v, want an error saying so", err)
+		}
+		if err := rs[0].Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := rs[0].Allowance(), rs[1].Allowance(); b != 100/8 || a+b > 100 {
+		t.Errorf("allowances %d and %d: want the mismatched region at its floor, 12, and no more than 100 in all", a, b)
+	}
+}

@@ -26,6 +26,10 @@ type report struct {
 	// (scaled to one SyncPeriod).
 	Demand int64 `json:"d"`
 	Used   int64 `json:"u"`
+	// Timing is the region's SyncPeriod, lease and Hold, in µs: every
+	// region of a split must have the same (absent in a report of an
+	// earlier release).
+	Timing *[3]int64 `json:"t,omitempty"`
 }
 
 // version marks a report of this package in the coordination store.
@@ -235,6 +239,14 @@ func (r *Region) read(ctx context.Context, m *syncRound) error {
 		m.reports[j] = rep
 		if rep == nil {
 			continue
+		}
+		if own := r.timings(); rep.Timing != nil && *rep.Timing != own {
+			// The bound holds only for a split of one timing: this region
+			// holds its floor until they agree.
+			return fmt.Errorf("region %s syncs every %v with a lease of %v and a hold of %v, and region %s every %v, %v and %v: "+
+				"every region of a split must be given the same SyncPeriod, LeasePeriods and Hold (until they are, this region holds its floor)",
+				rep.Name, micros(rep.Timing[0]), micros(rep.Timing[1]), micros(rep.Timing[2]),
+				r.names[r.self], micros(own[0]), micros(own[1]), micros(own[2]))
 		}
 		if s, ok := m.seen[rep.Name]; !ok || s.seq != rep.Seq {
 			// After the read, so never before its writer's lease began.
@@ -490,7 +502,8 @@ func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
 			m.claim = max(m.claim, own.Claim)
 		}
 	}
-	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used})
+	timing := r.timings()
+	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used, Timing: &timing})
 	if err != nil {
 		w.err = err
 		return nil, 0
@@ -498,6 +511,14 @@ func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
 	// The report outlives the lease by far; the region renews it each period.
 	return next, 4*r.lease + r.hold
 }
+
+// timings is the region's SyncPeriod, lease and Hold in µs, as its report
+// carries them.
+func (r *Region) timings() [3]int64 {
+	return [3]int64{r.period.Microseconds(), r.lease.Microseconds(), r.hold.Microseconds()}
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // decode reads a report; an empty state is none.
 func decode(state []byte) (*report, error) {
