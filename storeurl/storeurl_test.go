@@ -496,32 +496,7 @@ func TestClusterSkipVerify(t *testing.T) {
 // Ping answers within its context on a Sentinel URL too, whatever the
 // client's own dial timeouts: a sentinel that never answers, or refuses.
 func TestSentinelPingKeepsItsContext(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan net.Conn, 64)
-	defer func() {
-		_ = silent.Close()
-		close(held)
-		for c := range held {
-			_ = c.Close()
-		}
-	}()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case held <- c: // never answered
-			default:
-				_ = c.Close()
-			}
-		}
-	}()
-	b, err := storeurl.Open("redis+sentinel://" + silent.Addr().String() + "/m")
+	b, err := storeurl.Open("redis+sentinel://" + testenv.SilentListener(t) + "/m")
 	if err != nil {
 		t.Fatal(err)
 	}

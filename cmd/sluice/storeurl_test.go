@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -102,42 +101,11 @@ func TestStoreSpellingsTakeIPv6HostLists(t *testing.T) {
 		{"valkey://127.0.0.1:1", exitUnreachable, "could not be reached"},
 		{"memcached://[::1]:1,[::1]:2?bogus=1", exitUsage, `"memcached://[::1]:1,[::1]:2?bogus=1"`},
 		{"redis://[::1]:1,[::1]:2?read_only=true", exitUsage, `"redis://[::1]:1,[::1]:2?read_only=true"`},
-		{"memcache://" + silentListener(t), exitUnreachable, "did not answer in time"},
+		{"memcache://" + testenv.SilentListener(t), exitUnreachable, "did not answer in time"},
 	} {
 		code, out, errOut := sluice(t, "bench", "--store", c.spec, "--duration", "100ms")
 		if code != c.code || !strings.Contains(errOut, c.says) || strings.Contains(errOut, "dial_timeout=") {
 			t.Errorf("--store %s: exit %d, want %d saying %q (and no dial_timeout=)\nstdout: %s\nstderr: %s", c.spec, code, c.code, c.says, out, errOut)
 		}
 	}
-}
-
-// silentListener is a loopback address that accepts connections and never
-// answers, until the test ends.
-func silentListener(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan net.Conn, 16)
-	t.Cleanup(func() {
-		_ = ln.Close()
-		close(held)
-		for c := range held {
-			_ = c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case held <- c:
-			default:
-				_ = c.Close()
-			}
-		}
-	}()
-	return ln.Addr().String()
 }

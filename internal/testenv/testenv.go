@@ -8,6 +8,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -48,4 +49,36 @@ func RedisSentinelAddr(t testing.TB) string { return lookup(t, "SLUICE_REDIS_SEN
 // MemcacheAddrs are the addresses of two real memcached servers.
 func MemcacheAddrs(t testing.TB) []string {
 	return strings.Split(lookup(t, "SLUICE_MEMCACHE_ADDRS"), ",")
+}
+
+// SilentListener returns a loopback address that accepts connections and
+// never answers on them, until t ends: a server gone silent.
+func SilentListener(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 64)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		close(held)
+		for c := range held {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case held <- c:
+			default:
+				_ = c.Close()
+			}
+		}
+	}()
+	return ln.Addr().String()
 }
