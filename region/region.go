@@ -65,8 +65,9 @@ type Member struct {
 // LeasePeriods and Hold; only Region, the regional Limiter.Store and
 // Coordinator's address differ. Each report carries its region's timing
 // (SyncPeriod, lease, Hold): a synced region that reads another's of
-// another timing fails its Sync, saying so, and holds its floor until they
-// agree (during a rolling change of them too).
+// another timing writes its own and fails its Sync, saying so, and so does
+// the other at its next sync; both hold their floors until they agree
+// (during a rolling change of them too).
 type Config struct {
 	// Mode is Static (the zero value), Synced or Slack.
 	Mode Mode

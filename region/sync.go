@@ -169,6 +169,10 @@ func (r *Region) exchange(ctx context.Context, m *syncRound) error {
 	if w.err != nil {
 		return w.err
 	}
+	if m.mismatch != nil {
+		// Written (its claim covers what it enforces), not enforced.
+		return m.mismatch
+	}
 	if m.allowance <= m.current {
 		return nil
 	}
@@ -240,11 +244,13 @@ func (r *Region) read(ctx context.Context, m *syncRound) error {
 		if rep == nil {
 			continue
 		}
-		if own := r.timings(); rep.Timing != nil && *rep.Timing != own {
-			// The bound holds only for a split of one timing: this region
-			// holds its floor until they agree.
-			return fmt.Errorf("region %s syncs every %v with a lease of %v and a hold of %v, and region %s every %v, %v and %v: "+
-				"every region of a split must be given the same SyncPeriod, LeasePeriods and Hold (until they are, this region holds its floor)",
+		if own := r.timings(); rep.Timing != nil && *rep.Timing != own && m.mismatch == nil {
+			// The bound holds only for a split of one timing. The round
+			// still writes this region's report, so that the other region
+			// reads the mismatch too, and then fails: each of them holds
+			// its floor until they agree, whichever wrote first.
+			m.mismatch = fmt.Errorf("region %s syncs every %v with a lease of %v and a hold of %v, and region %s every %v, %v and %v: "+
+				"every region of a split must be given the same SyncPeriod, LeasePeriods and Hold (until they are, both hold their floors)",
 				rep.Name, micros(rep.Timing[0]), micros(rep.Timing[1]), micros(rep.Timing[2]),
 				r.names[r.self], micros(own[0]), micros(own[1]), micros(own[2]))
 		}
@@ -396,7 +402,8 @@ type syncRound struct {
 	claim       int64
 	restarted   int64 // the claim a restarted region found of its own
 	demands     []int64
-	reread      bool // the others were read again after this region's write
+	reread      bool  // the others were read again after this region's write
+	mismatch    error // a report of another timing was read (see read)
 }
 
 // judge decides, at now (just after a read), which regions are live and
