@@ -29,7 +29,8 @@ const (
 	DefaultWindow = 10 * time.Second
 	// DefaultCooldown is how long the breaker stays open before it lets
 	// probes through (half-open). It bounds the time from a store's recovery
-	// to its use again: at most Cooldown plus one call.
+	// to its use again: at most Cooldown plus one call, once the store's
+	// client reaches it (see the package doc for go-redis).
 	DefaultCooldown = 250 * time.Millisecond
 	// DefaultProbes is how many calls the half-open breaker lets through at
 	// once; that many successes in a row close it, one failure opens it.

@@ -19,7 +19,9 @@
 // at least 20 calls in a rolling 10 s window failed; stay open 250 ms, then
 // let 3 probe calls through (half-open); 3 successes close it, one failure
 // opens it for another 250 ms. A restarted store is so used again within
-// Cooldown plus one call of its return. A deadline counts as a failure when
+// Cooldown plus one call of its client reaching it again: go-redis, after
+// PoolSize failed dials in a row, stops dialling and tries once a second
+// (its pool's own breaker), which can add up to a second. A deadline counts as a failure when
 // it gave the call at least BreakerOptions.Timeout (default
 // core.DefaultTimeout: set it to the Limiters' Config.Timeout); a shorter
 // one was the caller's own.

@@ -66,14 +66,20 @@ type FleetOptions struct {
 // from the heartbeats they write to the store. It is safe for concurrent
 // use. Close stops its heartbeats.
 type Fleet struct {
-	size     atomic.Int64
-	id       uint64
-	o        FleetOptions
-	key      store.Key
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	closed   atomic.Bool
+	size atomic.Int64
+	// mu guards settled and unsettled: a count below Size is taken only
+	// from settled on, Expiry after the first heartbeat that reached the
+	// store since the start or since one that did not (unsettled).
+	mu        sync.Mutex
+	settled   time.Time
+	unsettled bool
+	id        uint64
+	o         FleetOptions
+	key       store.Key
+	stop      chan struct{}
+	done      chan struct{}
+	stopOnce  sync.Once
+	closed    atomic.Bool
 }
 
 // NewFleet returns a Fleet. With a Store, it writes its first heartbeat
@@ -121,7 +127,7 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if _, err := core.New(core.Config{Policy: core.PerSecond(o.Name, 1), Algorithm: nopAlgorithm{}, Store: nopStore{}, Prefix: o.Prefix}); err != nil {
 		return nil, err
 	}
-	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
+	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}, unsettled: true}
 	f.size.Store(int64(o.Size))
 	if o.Store == nil {
 		return f, nil
@@ -136,7 +142,11 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 }
 
 // Size is the number of instances counted at the last heartbeat that
-// reached the store (or the configured Size). It is at least 1.
+// reached the store (or the configured Size). It is at least 1. It does not
+// fall until this instance has beaten for Expiry since it started, or
+// since a heartbeat that did not reach the store: the others' heartbeats
+// may have expired meanwhile, and the first beats that get through count
+// only the instances that beat since.
 func (f *Fleet) Size() int { return max(int(f.size.Load()), 1) }
 
 // Close stops the heartbeats; Beat returns an error from then on. The
@@ -177,10 +187,25 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
 	defer cancel()
 	b := &beat{id: f.id, now: time.Now().UnixMicro(), expiry: int64(f.o.Expiry / time.Microsecond), max: f.o.MaxInstances, ttl: f.o.Expiry}
-	if err := f.o.Store.Update(ctx, f.key, b); err != nil {
+	err := f.o.Store.Update(ctx, f.key, b)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.unsettled = true
 		return err
 	}
-	f.size.Store(int64(max(b.count, 1)))
+	now := time.Now()
+	if f.unsettled {
+		f.unsettled, f.settled = false, now.Add(f.o.Expiry)
+	}
+	n := int64(max(b.count, 1))
+	if now.Before(f.settled) {
+		// The others' heartbeats may have expired while this instance
+		// could not reach the store, or before it started: until each has
+		// had Expiry to beat again, a count that falls is not the fleet's.
+		n = max(n, f.size.Load())
+	}
+	f.size.Store(n)
 	return nil
 }
 

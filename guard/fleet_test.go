@@ -281,3 +281,30 @@ func TestFleetLimitersRefuseATypedNilAlgorithm(t *testing.T) {
 		t.Error("PreFilter took a nil *algorithm.GCRA")
 	}
 }
+
+// After an outage longer than Expiry every instance's heartbeat has
+// expired, and the first beat that gets through counts only the instances
+// that beat since: the count must not fall on it (the fallback's shares
+// would grow while breakers are still open), only once this instance has
+// beaten for Expiry again, when every live instance has.
+func TestFleetCountDoesNotFallOnTheFirstBeatAfterAnOutage(t *testing.T) {
+	s := newFlaky()
+	t.Cleanup(func() { _ = s.mem.Close() })
+	o := &guard.FleetOptions{Store: s, Interval: 100 * time.Millisecond} // Expiry 300 ms
+	a, b, c := newFleet(t, o), newFleet(t, o), newFleet(t, o)
+	waitSize(t, a, 3)
+	// b and c stop for good; a keeps beating.
+	_ = b.Close()
+	_ = c.Close()
+	s.set(errDown)
+	time.Sleep(700 * time.Millisecond) // every heartbeat expires
+	s.set(nil)
+	if err := a.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Size(); n != 3 {
+		t.Fatalf("the first beat after an outage, which alone reached the store: size %d, want the last count, 3", n)
+	}
+	// Once a has beaten for Expiry, its count is the fleet's again.
+	waitSize(t, a, 1)
+}
