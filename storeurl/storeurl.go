@@ -615,29 +615,43 @@ func goRedisChecks(q url.Values, db string) error {
 	return dbCheck(db, q)
 }
 
-// turnedOff are go-redis's options that store/redis turns off, whatever the
-// client says: it reads and writes the primaries alone, and follows a
-// cluster's redirects itself (max_redirects -1 is "off" as written).
-var turnedOff = []string{"read_only", "route_by_latency", "route_randomly", "replica_only", "use_disconnected_replicas", "max_redirects"}
+// turnedOff are go-redis's switches that store/redis turns off, whatever
+// the client says (and max_redirects, but -1, which is "off" as written).
+var turnedOff = []string{"read_only", "route_by_latency", "route_randomly", "replica_only", "use_disconnected_replicas"}
 
 // turnedOffCheck refuses such an option set on: it would not hold.
 func turnedOffCheck(q url.Values) error {
+	const why = "the store turns it off (it reads and writes the primaries alone, and follows a cluster's redirects itself)"
 	for _, name := range turnedOff {
 		v := q.Get(name)
-		on := v != ""
-		if b, err := strconv.ParseBool(v); err == nil {
-			on = b
-		} else if on && name != "max_redirects" {
+		if v == "" {
+			continue
+		}
+		on, err := strconv.ParseBool(v)
+		if err != nil {
 			return fmt.Errorf("parameter %s=%q is not true or false", name, v)
 		}
-		if name == "max_redirects" {
-			on = v != "" && v != "-1"
-		}
 		if on {
-			return fmt.Errorf("parameter %s=%q: the store turns it off (it reads and writes the primaries alone, and follows a cluster's redirects itself)", name, v)
+			return fmt.Errorf("parameter %s=%q: %s", name, v, why)
 		}
 	}
+	if v := q.Get("max_redirects"); v != "" && v != "-1" {
+		return fmt.Errorf("parameter max_redirects=%q: %s", v, why)
+	}
 	return nil
+}
+
+// skipVerify reads a skip_verify value v, which only the TLS scheme tls
+// takes.
+func skipVerify(v, scheme, tls string) (bool, error) {
+	if scheme != tls {
+		return false, fmt.Errorf("parameter skip_verify is for %s:// (TLS) only", tls)
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("parameter skip_verify=%q is not true or false", v)
+	}
+	return b, nil
 }
 
 // clientNameCheck refuses a client_name that Redis and Valkey refuse in
@@ -729,18 +743,17 @@ func openRedisCluster(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	// go-redis's cluster URL parser does not read skip_verify, which its
 	// single-node one does: read here, as for rediss://.
-	skipVerify, hasSkip := p.take("skip_verify")
-	switch _, err := strconv.ParseBool(skipVerify); {
-	case hasSkip && u.Scheme != "rediss+cluster":
-		return nil, errors.New("parameter skip_verify is for TLS (rediss+cluster://) only")
-	case hasSkip && err != nil:
-		return nil, fmt.Errorf("parameter skip_verify=%q is not true or false", skipVerify)
+	var skip bool
+	if v, ok := p.take("skip_verify"); ok {
+		if skip, err = skipVerify(v, u.Scheme, "rediss+cluster"); err != nil {
+			return nil, err
+		}
 	}
 	opt, err := goredis.ParseClusterURL(goredisURL(u, addrs, p.q, ""))
 	if err != nil {
 		return nil, err
 	}
-	if skip, _ := strconv.ParseBool(skipVerify); skip && opt.TLSConfig != nil {
+	if skip && opt.TLSConfig != nil {
 		opt.TLSConfig.InsecureSkipVerify = true
 	}
 	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
@@ -856,11 +869,8 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	// any protocol but 2 as 3; it would send a bad database number to the
 	// server, so that Open failed as if the server were at fault.
 	if v, ok := p.q["skip_verify"]; ok {
-		if u.Scheme != "valkeys" {
-			return nil, errors.New("parameter skip_verify is for valkeys:// (TLS) only")
-		}
-		if _, err := strconv.ParseBool(v[0]); err != nil {
-			return nil, fmt.Errorf("parameter skip_verify=%q is not true or false", v[0])
+		if _, err := skipVerify(v[0], u.Scheme, "valkeys"); err != nil {
+			return nil, err
 		}
 	}
 	if err := protocolCheck(p.q); err != nil {

@@ -147,7 +147,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?max_redirects=5", "the store turns it off"},
 		{"redis+sentinel://127.0.0.1:26379/m?replica_only=true", "the store turns it off"},
 		{"redis+sentinel://127.0.0.1:26379/m?route_randomly=true", "the store turns it off"},
-		{"redis+cluster://127.0.0.1:7000?skip_verify=true", "skip_verify is for TLS"},
+		{"redis+cluster://127.0.0.1:7000?skip_verify=true", "parameter skip_verify is for rediss+cluster:// (TLS) only"},
 		{"rediss+cluster://127.0.0.1:7000?skip_verify=maybe", `skip_verify="maybe" is not true or false`},
 		{"redis+cluster://127.0.0.1:7000?read_only=yes", `parameter read_only="yes" is not true or false`},
 		// An IPv6 literal whose ']' is missing would take the default port.
