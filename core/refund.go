@@ -118,7 +118,7 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	if g == nil || !g.enter(r.resets) {
 		return 0, ErrNotRefunded
 	}
-	defer g.leave(r.resets)
+	defer g.leave()
 	k := r.take(n)
 	if k == 0 {
 		return 0, ErrNotRefunded
@@ -136,14 +136,15 @@ func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 // before (so that they land before its delete), and counts itself only
 // once its delete was answered, and every other Reset under way too: a
 // charge made before then, whose units the delete may have taken, has a
-// receipt of a barred count, void. It waits for the refunds on their way
-// alone: later ones, of receipts charged after it, never keep it waiting.
+// receipt of a barred count, void. No refund enters while a Reset is under
+// way, so it waits for the refunds on their way when it began alone:
+// later ones, of receipts charged after it, never keep it waiting.
 type resetGate struct {
-	n        atomic.Uint64 // Resets so far: read without mu
+	n        atomic.Uint64 // Resets so far: read without mu; n ≤ barred, below it while a Reset is under way
 	mu       sync.Mutex
-	barred   uint64         // receipts of a count below it may not enter; n < barred while a Reset is under way
-	active   int            // Resets between begin and end
-	inflight map[uint64]int // refunds on their way, by the count they entered at
+	barred   uint64 // only a receipt of this count may enter
+	active   int    // Resets between begin and end
+	inflight int    // refunds on their way
 }
 
 // count is the number of Resets so far.
@@ -152,21 +153,16 @@ func (g *resetGate) count() uint64 { return g.n.Load() }
 func (g *resetGate) enter(resets uint64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.n.Load() != resets || resets < g.barred {
+	if resets != g.barred {
 		return false
 	}
-	if g.inflight == nil {
-		g.inflight = map[uint64]int{}
-	}
-	g.inflight[resets]++
+	g.inflight++
 	return true
 }
 
-func (g *resetGate) leave(resets uint64) {
+func (g *resetGate) leave() {
 	g.mu.Lock()
-	if g.inflight[resets]--; g.inflight[resets] == 0 {
-		delete(g.inflight, resets)
-	}
+	g.inflight--
 	g.mu.Unlock()
 }
 
@@ -176,16 +172,12 @@ func (g *resetGate) leave(resets uint64) {
 // once the delete was answered or not sent.
 func (g *resetGate) begin(ctx context.Context) error {
 	g.mu.Lock()
-	g.barred++ // n ≤ barred: past every count so far
-	bar := g.barred
+	g.barred++ // past every count so far
 	g.active++
 	g.mu.Unlock()
 	for {
 		g.mu.Lock()
-		busy := false
-		for k := range g.inflight {
-			busy = busy || k < bar
-		}
+		busy := g.inflight > 0
 		g.mu.Unlock()
 		if !busy {
 			return nil

@@ -67,19 +67,18 @@ type FleetOptions struct {
 // use. Close stops its heartbeats.
 type Fleet struct {
 	size atomic.Int64
-	// mu guards settled and unsettled: a count below Size is taken only
-	// from settled on, Expiry after the first heartbeat that reached the
-	// store since the start or since one that did not (unsettled).
-	mu        sync.Mutex
-	settled   time.Time
-	unsettled bool
-	id        uint64
-	o         FleetOptions
-	key       store.Key
-	stop      chan struct{}
-	done      chan struct{}
-	stopOnce  sync.Once
-	closed    atomic.Bool
+	// mu guards settled: a count below Size is taken only from settled
+	// on, Expiry after the first heartbeat that reached the store since
+	// the start or since one that did not (which zero it).
+	mu       sync.Mutex
+	settled  time.Time
+	id       uint64
+	o        FleetOptions
+	key      store.Key
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	closed   atomic.Bool
 }
 
 // NewFleet returns a Fleet. With a Store, it writes its first heartbeat
@@ -127,7 +126,7 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if _, err := core.New(core.Config{Policy: core.PerSecond(o.Name, 1), Algorithm: nopAlgorithm{}, Store: nopStore{}, Prefix: o.Prefix}); err != nil {
 		return nil, err
 	}
-	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}, unsettled: true}
+	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
 	f.size.Store(int64(o.Size))
 	if o.Store == nil {
 		return f, nil
@@ -191,12 +190,12 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		f.unsettled = true
+		f.settled = time.Time{}
 		return err
 	}
 	now := time.Now()
-	if f.unsettled {
-		f.unsettled, f.settled = false, now.Add(f.o.Expiry)
+	if f.settled.IsZero() {
+		f.settled = now.Add(f.o.Expiry)
 	}
 	n := int64(max(b.count, 1))
 	if now.Before(f.settled) {
