@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // ScopeName is the instrumentation scope of the Meter.
@@ -82,10 +83,10 @@ type attrs struct {
 }
 
 // New returns an Observer whose instruments come from mp's Meter
-// ScopeName. It returns an error for a nil mp, for a NearLimitRatio outside
+// ScopeName. It returns an error for a nil mp (a nil pointer in the interface too), for a NearLimitRatio outside
 // (0, 1] and when an instrument cannot be created.
 func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
-	if mp == nil {
+	if store.IsNil(mp) {
 		return nil, errors.New("sluice/observe/otel: the MeterProvider is nil (otel.GetMeterProvider(), or an SDK's)")
 	}
 	if opts.NearLimitRatio == 0 {
@@ -272,7 +273,11 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 		state = Other
 	}
 	ctx := context.Background()
+	// The points are recorded under the lock too: two reports of one name
+	// at once (two breakers left at one name) would otherwise leave the
+	// gauge on one state and the memory of the last on the other.
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	last, seen := o.breakers[name]
 	fresh := false
 	switch {
@@ -297,7 +302,6 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 		o.others[name] = state
 		name = Other
 	}
-	o.mu.Unlock()
 	b := BreakerKey.String(name)
 	for _, st := range BreakerStates {
 		var v int64

@@ -280,6 +280,41 @@ func TestOptionsRejected(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Error("New(nil): no error")
 	}
+	var typed *sdkmetric.MeterProvider // an interface holding a nil pointer
+	if _, err := New(typed, Options{}); err == nil {
+		t.Error("New((*MeterProvider)(nil)): no error")
+	}
+}
+
+// Two sources reporting one breaker at once (two breakers left at one
+// name) must leave the gauge and the remembered state in agreement: the
+// gauge is one-hot, and reporting the state it shows counts no change.
+func TestBreakerConcurrentReports(t *testing.T) {
+	o, r := newObserver(t, Options{})
+	at := func(st string) attribute.Set { return set(BreakerKey.String("b"), BreakerStateKey.String(st)) }
+	for round := range 500 {
+		o.BreakerStateChanged("b", "closed")
+		done := make(chan struct{})
+		go func() { o.BreakerStateChanged("b", "open"); close(done) }()
+		o.BreakerStateChanged("b", "half-open")
+		<-done
+		c := collect(t, r)
+		shown := ""
+		for _, st := range BreakerStates {
+			if v, _ := c.gauge(t, "sluice.rate_limiting.breaker.state", at(st)); v == 1 {
+				if shown != "" {
+					t.Fatalf("round %d: the gauge is 1 for %s and %s", round, shown, st)
+				}
+				shown = st
+			}
+		}
+		before, _ := c.sum(t, "sluice.rate_limiting.breaker.transitions", at(shown))
+		o.BreakerStateChanged("b", shown)
+		after, _ := collect(t, r).sum(t, "sluice.rate_limiting.breaker.transitions", at(shown))
+		if after != before {
+			t.Fatalf("round %d: the gauge shows %s, yet reporting %s counted a change", round, shown, shown)
+		}
+	}
 }
 
 func BenchmarkObserve(b *testing.B) {
