@@ -35,6 +35,10 @@
 // limiter's included (sluice_shadow_refusals_total counts those apart), so
 // the four outcomes sum to the decisions made. Releases are not decisions:
 // they feed the histogram (op="release") and sluice_release_errors_total.
+// sluice_unknown_outcomes_total counts the store calls the Limiter reports
+// as ErrOutcomeUnknown; a call whose caller's context ended is reported
+// with the context's error instead, and is not counted there, even when
+// its command had been sent.
 //
 // The histogram times store calls only: a decision of an in-process store
 // (the memory store's fast path) has no Event.Duration and is not observed.

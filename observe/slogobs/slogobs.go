@@ -31,8 +31,13 @@
 // and a refusal by the deny cache or the pre-filter, which asks no store,
 // is not a recovery.
 // Memory is bounded: at most MaxNames policies, breakers and distinct
-// warnings are tracked each; past that, the tracking of each kind starts
-// over (a change may then be logged once more).
+// warnings are tracked each. A policy whose store fails while MaxNames
+// others are tracked and failing is logged with the rest beyond the
+// bound, together under the policy Other: one line per change for all of
+// them, never one per request, however many policies an outage fails at
+// once. A tracked policy that has recovered makes room for another. Past
+// the bound, the tracking of breakers and warnings starts over (a change
+// may then be logged once more).
 package slogobs
 
 import (
@@ -56,6 +61,10 @@ const DefaultQuiet = 10 * time.Second
 // MaxNames bounds the policies, breakers and warnings tracked, each.
 const MaxNames = 1000
 
+// Other is the policy named in the lines about the failing policies beyond
+// MaxNames, logged together (the name the metrics observers give them).
+const Other = "other"
+
 // Options configures a Logger. The zero value means the defaults.
 type Options struct {
 	// Repeat is the least time between two lines about one policy's
@@ -78,8 +87,11 @@ type Logger struct {
 	quiet  time.Duration
 	now    func() time.Time
 
-	policies sync.Map // policy name → *policy
-	npol     atomic.Int64
+	policies sync.Map // policy name → *policy, at most MaxNames of them
+	others   policy   // the failing policies beyond MaxNames, together
+	trackMu  sync.Mutex
+	npol     int          // entries in policies; guarded by trackMu
+	failing  atomic.Int64 // entries in policies whose failing is set
 
 	mu       sync.Mutex
 	breakers map[string]string    // name → last state
@@ -90,6 +102,7 @@ type Logger struct {
 type policy struct {
 	failing atomic.Bool
 	mu      sync.Mutex
+	gone    bool      // evicted from Logger.policies; guarded by mu
 	since   time.Time // first error of this failure
 	last    time.Time // last line logged
 	lastErr time.Time // last error of this failure
@@ -117,35 +130,64 @@ func New(l *slog.Logger, opts Options) *Logger {
 // Observe logs store failures and recoveries from the Limiter's events.
 func (l *Logger) Observe(e core.Event) {
 	storeErr := e.Err != nil && !callerGone(e.Err)
+	// A refusal the deny cache or the pre-filter made asked no store, so
+	// it says nothing of the store's health.
+	healthy := e.Err == nil && !e.DenyCached && !e.PreFiltered
 	v, ok := l.policies.Load(e.Policy)
 	if !ok {
 		if !storeErr {
-			return // nothing to recover from
+			// Nothing to recover from, unless the policy is one of the
+			// others (a policy that never failed may be taken for one
+			// of them: the others recover together, after Quiet).
+			if healthy && l.others.failing.Load() {
+				l.recovered(Other, &l.others)
+			}
+			return
 		}
-		v = l.track(e.Policy)
+		l.failed(e, l.track(e.Policy))
+		return
 	}
 	p := v.(*policy)
 	if !storeErr {
-		// A refusal the deny cache or the pre-filter made asked no store,
-		// so it says nothing of the store's health.
-		if e.Err == nil && !e.DenyCached && !e.PreFiltered && p.failing.Load() {
+		if healthy && p.failing.Load() {
 			l.recovered(e.Policy, p)
 		}
 		return
 	}
+	l.failed(e, p)
+}
+
+// failed logs e's store error against p, as its first or at most one per
+// Repeat.
+func (l *Logger) failed(e core.Event, p *policy) {
+	name := e.Policy
 	now := l.now()
 	p.mu.Lock()
+	for tries := 0; p.gone; tries++ {
+		// Evicted (it had recovered) between the lookup and the lock.
+		p.mu.Unlock()
+		if p = l.track(name); tries == 2 {
+			p = &l.others
+		}
+		p.mu.Lock()
+	}
 	defer p.mu.Unlock()
+	if p == &l.others {
+		name = Other
+	}
 	p.lastErr = now
 	if !p.failing.Load() {
 		p.failing.Store(true)
+		if p != &l.others {
+			l.failing.Add(1)
+		}
 		p.since, p.last, p.count = now, now, 0
-		l.log.Warn("sluice: store failing", "policy", e.Policy, "op", e.Op, "err", e.Err, "degraded", e.Decision.Degraded)
+		l.log.Warn("sluice: store failing", "policy", name, "op", e.Op, "err", e.Err, "degraded", e.Decision.Degraded)
 		return
 	}
 	p.count++
 	if now.Sub(p.last) >= l.repeat {
-		l.log.Warn("sluice: store still failing", "policy", e.Policy, "op", e.Op, "err", e.Err, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
+		l.log.Warn("sluice: store still failing", "policy", name, "op", e.Op, "err", e.Err, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
 		p.last, p.count = now, 0
 	}
 }
@@ -161,21 +203,46 @@ func (l *Logger) recovered(name string, p *policy) {
 		return // still failing now and then
 	}
 	p.failing.Store(false)
+	if p != &l.others {
+		l.failing.Add(-1)
+	}
 	l.log.Info("sluice: store recovered", "policy", name, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
 }
 
-// track returns name's state, adding it; past MaxNames the tracking starts
-// over.
-func (l *Logger) track(name string) any {
-	if l.npol.Add(1) > MaxNames {
-		l.policies.Clear()
-		l.npol.Store(1)
+// track returns the state of name, a policy whose store failed: its own,
+// added to the tracked ones, or, when MaxNames are tracked and none of them
+// has recovered, the others'.
+func (l *Logger) track(name string) *policy {
+	l.trackMu.Lock()
+	defer l.trackMu.Unlock()
+	if v, ok := l.policies.Load(name); ok {
+		return v.(*policy)
 	}
-	v, loaded := l.policies.LoadOrStore(name, new(policy))
-	if loaded {
-		l.npol.Add(-1)
+	if l.npol >= MaxNames && (l.failing.Load() >= int64(l.npol) || !l.evict()) {
+		return &l.others
 	}
-	return v
+	p := new(policy)
+	l.policies.Store(name, p)
+	l.npol++
+	return p
+}
+
+// evict drops one tracked policy that is not failing, and reports whether
+// it found one. l.trackMu must be held.
+func (l *Logger) evict() (found bool) {
+	l.policies.Range(func(k, v any) bool {
+		p := v.(*policy)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.failing.Load() {
+			return true
+		}
+		p.gone, found = true, true
+		l.policies.Delete(k)
+		l.npol--
+		return false
+	})
+	return found
 }
 
 // callerGone reports an error that says the caller left, not that the

@@ -279,3 +279,87 @@ func TestInProcessRefusalsAreNotARecovery(t *testing.T) {
 		t.Fatalf("lines %q; want one \"store failing\"", got)
 	}
 }
+
+// More failing policies than MaxNames must not make a line per request:
+// an outage fails every policy at once. The policies beyond the bound are
+// logged together, under Other, once per change; a tracked policy that
+// has recovered makes room for another.
+func TestManyFailingPoliciesStayBounded(t *testing.T) {
+	lg, out, c := newLogger(t)
+	boom := &store.Error{Op: "update", Err: errors.New("connection refused")}
+	fail := func(p string) { lg.Observe(core.Event{Policy: p, Op: "allow", Err: boom}) }
+	ok := func(p string) { lg.Observe(core.Event{Policy: p, Op: "allow"}) }
+	const n = MaxNames + 100
+	for range 5 { // round after round of requests, inside one Repeat
+		for i := range n {
+			fail(fmt.Sprint("p", i))
+		}
+	}
+	count := func(msg, policy string) (k int) {
+		for _, r := range out.records(t) {
+			if r["msg"] == msg && (policy == "" || r["policy"] == policy) {
+				k++
+			}
+		}
+		return k
+	}
+	if k := count("sluice: store failing", ""); k != MaxNames+1 {
+		t.Fatalf("%d 'store failing' lines for %d policies failing 5 times each; want %d (one each for %d, one for the rest)", k, n, MaxNames+1, MaxNames)
+	}
+	if k := count("sluice: store failing", Other); k != 1 {
+		t.Fatalf("%d lines for the policies beyond the bound; want 1", k)
+	}
+
+	// Every policy recovers: one line each for the tracked ones, one for
+	// the rest together.
+	c.advance(DefaultQuiet)
+	for i := range n {
+		ok(fmt.Sprint("p", i))
+	}
+	if k := count("sluice: store recovered", ""); k != MaxNames+1 {
+		t.Fatalf("%d 'store recovered' lines; want %d", k, MaxNames+1)
+	}
+	// The recovered make room: a policy never seen before is tracked on
+	// its own.
+	fail("fresh")
+	if k := count("sluice: store failing", "fresh"); k != 1 {
+		t.Fatalf("a new policy failing after the others recovered: %d lines of its own; want 1", k)
+	}
+}
+
+// Failures and recoveries of more policies than MaxNames from several
+// goroutines keep the tracking consistent: at most MaxNames tracked, and
+// the count of failing ones is the count of those whose failing is set.
+func TestManyPoliciesConcurrently(t *testing.T) {
+	lg, _, c := newLogger(t)
+	boom := &store.Error{Op: "update", Err: errors.New("connection refused")}
+	for phase := range 6 {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 1500 {
+					e := core.Event{Policy: fmt.Sprint("p", (i*7+g*131)%1500), Op: "allow"}
+					if phase%2 == 0 {
+						e.Err = boom
+					}
+					lg.Observe(e)
+				}
+			}()
+		}
+		wg.Wait()
+		c.advance(DefaultQuiet)
+	}
+	tracked, failing := 0, 0
+	lg.policies.Range(func(_, v any) bool {
+		tracked++
+		if v.(*policy).failing.Load() {
+			failing++
+		}
+		return true
+	})
+	if tracked > MaxNames || tracked != lg.npol || int64(failing) != lg.failing.Load() {
+		t.Fatalf("%d tracked (npol %d, at most %d), %d failing (count %d)", tracked, lg.npol, MaxNames, failing, lg.failing.Load())
+	}
+}
