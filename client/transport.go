@@ -102,6 +102,11 @@ const DefaultMaxScopes = 1024
 // sends more names than this (hostile, or broken) cannot grow the state.
 const maxPolicies = 16
 
+// maxName bounds the length of a policy name the Transport keeps, in bytes
+// (Sluice's are at most 64): an item with a longer name is not read, so
+// that a scope's state stays small however long the names a server sends.
+const maxName = 256
+
 // Transport is an http.RoundTripper that honours the limits servers
 // announce (see the package doc). The zero value is ready to use; a
 // Transport is safe for concurrent use and must not be copied after first
@@ -112,7 +117,8 @@ type Transport struct {
 	// FailFast returns a *LimitedError at once instead of waiting.
 	FailFast bool
 	// MaxWait is the longest a request waits for its quota, in all (it may
-	// wake for a unit another request takes, and sleep again), and for the
+	// wake for a unit another request takes, and sleep again, and its
+	// Retries wait within it too), and for the
 	// response of a request already out when nothing is known yet; a
 	// longer wait returns a *LimitedError, at once when it is known
 	// beforehand. Zero means DefaultMaxWait; negative means never wait
@@ -120,8 +126,8 @@ type Transport struct {
 	MaxWait time.Duration
 	// Retries is how many times an idempotent request whose body can be
 	// replayed is sent again after a 429 or a 503 with Retry-After, each
-	// after the wait the response asked for (within MaxWait). Zero means
-	// never: the 429 or 503 is returned.
+	// after the wait the response asked for, within what is left of the
+	// request's MaxWait. Zero means never: the 429 or 503 is returned.
 	Retries int
 	// Scope names the quota a request draws on. Nil means its URL's host
 	// (with port): every policy a server reports applies to every request
@@ -258,8 +264,13 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, errors.New("sluice/client: nil Request.URL")
 	}
 	name := t.scopeOf(r)
+	// MaxWait bounds the whole wait, however many times the request sleeps
+	// (it may lose a unit it woke for to another request, and sleep again)
+	// and however many times it is sent again.
+	maxWait := t.maxWait()
+	deadline := t.clock().Add(maxWait)
 	for attempt := 0; ; attempt++ {
-		s, sent, err := t.admit(r.Context(), name)
+		s, sent, err := t.admit(r.Context(), name, maxWait, deadline)
 		if err != nil {
 			if r.Body != nil {
 				r.Body.Close() // a RoundTripper closes the body, even on error
@@ -271,7 +282,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if err != nil || retry <= 0 || attempt >= t.Retries || !replayable(r) {
 			return resp, err
 		}
-		if retry > t.maxWait() {
+		if t.clock().Add(retry).After(deadline) {
 			return resp, nil // the caller decides; the Transport will not wait that long
 		}
 		// Drain and close the 429 before sending again.
@@ -298,20 +309,15 @@ func replayable(r *http.Request) bool {
 	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
 }
 
-// admit waits until a request may go to scope name, and counts it as sent
-// against the scope and every policy it draws on (returned, for learn).
-func (t *Transport) admit(ctx context.Context, name string) (*scope, []*policy, error) {
-	// MaxWait bounds the whole wait, however many times the request sleeps
-	// (it may lose a unit it woke for to another request, and sleep again).
-	maxWait := t.maxWait()
-	var deadline time.Time
+// admit waits until a request may go to scope name, at the latest until
+// deadline (the request's MaxWait, maxWait, from its start), and counts it
+// as sent against the scope and every policy it draws on (returned, for
+// learn).
+func (t *Transport) admit(ctx context.Context, name string, maxWait time.Duration, deadline time.Time) (*scope, []*policy, error) {
 	for {
 		t.mu.Lock()
 		s := t.get(name)
 		now := t.clock()
-		if deadline.IsZero() {
-			deadline = now.Add(maxWait)
-		}
 		left := deadline.Sub(now)
 		wait, by, blind := s.state(now)
 		if wait <= 0 && blind && s.inflight > 0 && (maxWait > 0 || by != "") {
@@ -623,7 +629,7 @@ func parseRateLimit(vs []string) []rateLimitItem {
 			continue
 		}
 		name, ok := it.Value.(string)
-		if !ok {
+		if !ok || len(name) > maxName {
 			continue
 		}
 		r, rok := intParam(it.Params, "r")
@@ -664,7 +670,7 @@ func parsePolicies(vs []string) map[string]quotaOf {
 			continue
 		}
 		name, ok := it.Value.(string)
-		if !ok {
+		if !ok || len(name) > maxName {
 			continue
 		}
 		q, ok := intParam(it.Params, "q")

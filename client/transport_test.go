@@ -752,3 +752,44 @@ func TestNilURLIsAnError(t *testing.T) {
 		t.Fatal("RoundTrip of a request with a nil URL: no error")
 	}
 }
+
+// MaxWait bounds a request's wait in all, its retries' waits included:
+// with Retries 4 against a server that always asks for a second, a request
+// with MaxWait 1.5 s is sent twice (at once and a second later) and then
+// returns the refusal, rather than waiting a fresh MaxWait each retry.
+func TestMaxWaitBoundsTheRetriesToo(t *testing.T) {
+	base := &refuser{}
+	hc := &http.Client{Transport: &Transport{Base: base, Retries: 4, MaxWait: 1500 * time.Millisecond}}
+	start := time.Now()
+	code, err := get(t, hc, "http://127.0.0.1:9/")
+	took := time.Since(start)
+	if err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("%d, %v; want the 429", code, err)
+	}
+	if n := base.n.Load(); n != 2 || took > 1800*time.Millisecond {
+		t.Fatalf("%d sends in %v with MaxWait 1.5s; want 2, within it", n, took.Round(time.Millisecond))
+	}
+}
+
+// A server that names its policies at length cannot make the Transport
+// keep more than maxName bytes of each name: a longer one is not read.
+func TestLongPolicyNamesAreNotKept(t *testing.T) {
+	long := strings.Repeat("n", 60_000)
+	tr := &Transport{Base: stub{http.Header{
+		"Ratelimit":        {`"` + long + `";r=5;t=10, "short";r=5;t=10`},
+		"Ratelimit-Policy": {`"` + long + `";q=10;w=10, "short";q=10;w=10`},
+	}}}
+	hc := &http.Client{Transport: tr}
+	if _, err := get(t, hc, "http://127.0.0.1:9/"); err != nil {
+		t.Fatal(err)
+	}
+	ps := tr.get("127.0.0.1:9").policies
+	for name := range ps {
+		if len(name) > maxName {
+			t.Fatalf("a policy name of %d bytes is kept; at most %d", len(name), maxName)
+		}
+	}
+	if ps["short"] == nil {
+		t.Fatal("the short policy was not read")
+	}
+}
