@@ -18,7 +18,11 @@
 // (the server's handler may still be writing it), and none at its t: once
 // its units are out, one request goes at a time as responses come back, so
 // a body left open holds its unit. A Retry-After holds every
-// request to that scope until it passes. When nothing is known that allows
+// request to that scope until it passes; but a 429 from a limit on
+// requests in flight alone holds it for a second at most, as its
+// Retry-After is when the server's last lease would expire (a Sluice
+// server's LeaseTTL), a bound and not a wait: units come back as the
+// server's handlers return. When nothing is known that allows
 // more (a new scope, a policy past its reset with no RateLimit-Policy, a
 // spent quota with no reset), it lets one request out at a time until a
 // response says more, so a crowd of waiting requests never stampedes a
@@ -44,7 +48,9 @@
 // The server's t and Retry-After are whole seconds, rounded up by a Sluice
 // server, so the Transport errs late, never early: against a limit it is
 // told about, it sends no request that the limit refuses, except when other
-// clients share the quota.
+// clients share the quota, or when a body was closed before its end: its
+// unit comes back at once, and the server's handler may still hold it for
+// as long as it runs on.
 package client
 
 import (
@@ -441,6 +447,9 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	now := t.clock()
 	quotas := parsePolicies(resp.Header.Values("RateLimit-Policy"))
 	var held []*policy // concurrency limits whose unit the body holds
+	// On a 429: whether a concurrency limit, and whether a rate limit, was
+	// reported spent (see below).
+	var spentConcurrency, spentRate bool
 	for _, it := range parseRateLimit(resp.Header.Values("RateLimit")) {
 		p := s.policies[it.name]
 		if p == nil {
@@ -452,6 +461,10 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		}
 		if q, ok := quotas[it.name]; ok {
 			p.quota, p.interval, p.concurrent = q.quota, q.interval, q.concurrent
+		}
+		if it.r == 0 {
+			spentConcurrency = spentConcurrency || p.concurrent
+			spentRate = spentRate || !p.concurrent
 		}
 		if p.concurrent {
 			// r was counted with this request in flight, if admitted; its
@@ -494,7 +507,15 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	if refusal(resp) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
 			ra = d
-			if until := now.Add(d); until.After(s.blocked) {
+			if resp.StatusCode == http.StatusTooManyRequests && spentConcurrency && !spentRate {
+				// Refused by a limit on requests in flight alone: its
+				// Retry-After is when the server's last lease would
+				// expire, a bound, not a wait (units come back as the
+				// server's handlers return, usually far sooner), so the
+				// scope is held for a second at most.
+				ra = min(ra, time.Second)
+			}
+			if until := now.Add(ra); until.After(s.blocked) {
 				s.blocked = until
 			}
 		}

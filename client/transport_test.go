@@ -793,3 +793,35 @@ func TestLongPolicyNamesAreNotKept(t *testing.T) {
 		t.Fatal("the short policy was not read")
 	}
 }
+
+// A body closed before its end gives its unit back at once, while the
+// server's handler may still hold it: a request sent then may be refused.
+// That refusal's Retry-After is when the server's last lease would expire
+// (a minute here), a bound and not a wait: the Transport holds the scope
+// for a second, not the minute, and the next request goes once the
+// handler has returned.
+func TestAConcurrencyRefusalHoldsTheScopeBriefly(t *testing.T) {
+	finish := make(chan struct{})
+	s := streamingServer(t, finish)
+	c := &http.Client{Transport: &Transport{MaxWait: 5 * time.Second}}
+	if code, err := get(t, c, s.URL); err != nil || code != http.StatusOK { // learn the limit
+		t.Fatalf("first: %d, %v", code, err)
+	}
+	resp, err := c.Get(s.URL + "?stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(resp.Body, make([]byte, 5))
+	resp.Body.Close() // early: the handler still holds the unit
+	code, err := get(t, c, s.URL)
+	if err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("a request while the handler still runs: %d, %v; want the server's 429", code, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(finish)
+	start := time.Now()
+	code, err = get(t, c, s.URL)
+	if err != nil || code != http.StatusOK || time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("a request after the handler returned: %d, %v after %v; want 200 within a second or so", code, err, time.Since(start).Round(time.Millisecond))
+	}
+}
