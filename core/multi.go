@@ -222,7 +222,7 @@ func NewMulti(cfg MultiConfig) (*Multi, error) {
 	}
 	for i := 0; i < len(cfg.Name); i++ {
 		if !nameByte(cfg.Name[i]) {
-			return nil, &PolicyError{Policy: cfg.Name, Field: "Name", Reason: fmt.Sprintf("must use only A-Z a-z 0-9 . _ - (byte %d is %q)", i, cfg.Name[i])}
+			return nil, &PolicyError{Policy: cfg.Name, Field: "Name", Reason: fmt.Sprintf("must use only A-Z a-z 0-9 . _ - (byte %d is %q)", i, cfg.Name[i:i+1])}
 		}
 	}
 	switch cfg.Failure {

@@ -121,7 +121,7 @@ func (p *Policy) Validate() error {
 	}
 	for i := 0; i < len(p.Name); i++ {
 		if !nameByte(p.Name[i]) {
-			return bad("Name", "must use only A-Z a-z 0-9 . _ - (byte %d is %q)", i, p.Name[i])
+			return bad("Name", "must use only A-Z a-z 0-9 . _ - (byte %d is %q)", i, p.Name[i:i+1])
 		}
 	}
 	if p.Limit < 1 || p.Limit > MaxLimit {

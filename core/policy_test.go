@@ -121,3 +121,17 @@ func TestLongNameErrorIsShort(t *testing.T) {
 		t.Errorf("Validate of a 1 MiB name: a %d-byte error, want a short one giving the length", len(err.Error()))
 	}
 }
+
+// The error for a name with a byte outside the set shows that byte, not the
+// rune it would start: "é" is 0xC3 0xA9, and byte 0 is "\xc3".
+func TestPolicyNameErrorShowsTheByte(t *testing.T) {
+	p := Policy{Name: "é", Limit: 1, Window: time.Second}
+	err := p.Validate()
+	if err == nil || !strings.Contains(err.Error(), `byte 0 is "\xc3"`) {
+		t.Fatalf("Validate: %v; want it to name byte 0 as \"\\xc3\"", err)
+	}
+	_, err = NewMulti(MultiConfig{Name: "é", Store: newMapStore()})
+	if err == nil || !strings.Contains(err.Error(), `byte 0 is "\xc3"`) {
+		t.Fatalf("NewMulti: %v; want it to name byte 0 as \"\\xc3\"", err)
+	}
+}
