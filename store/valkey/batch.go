@@ -55,8 +55,18 @@ func newBatcher(sh *shared) *batcher {
 		for _, v := range vs {
 			cmds = append(cmds, v.cmd)
 		}
+		done := true
 		for i, resp := range sh.DoMulti(ctx, cmds...) {
 			vs[i].resp = resp
+			done = done && resp.NonValkeyError() == nil
+		}
+		if !done {
+			// DoMulti returned at ctx's end or a broken connection, and
+			// valkey-go's writer may still hold cmds, the slice itself,
+			// in its queue: clearing it for the next batch would hand the
+			// writer empty commands (a nil dereference in valkey-go). The
+			// slice is left to it, and to the collector.
+			return
 		}
 		clear(cmds)
 		*p = cmds
