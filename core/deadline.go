@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ctxend"
 )
 
 // The per-call deadline. context.WithTimeout costs five allocations a call,
@@ -16,7 +18,9 @@ import (
 // deadline is so never shorter than Timeout and at most one granule longer:
 // Timeout/64, and at most a millisecond. A caller whose context can be
 // cancelled still gets a context.WithTimeout of it, so that its
-// cancellation reaches the store at once.
+// cancellation reaches the store at once. The tick is marked as a context
+// that ends at its deadline alone (internal/ctxend), so that a store whose
+// client sees only deadlines pays nothing to watch for a cancellation.
 
 // maxGranule bounds how much later than Timeout a shared deadline may fall.
 const maxGranule = time.Millisecond
@@ -65,6 +69,7 @@ func (l *Limiter) tick() context.Context {
 	}
 	t := &tick{until: now + g}
 	t.ctx, t.release = context.WithDeadline(context.Background(), monoBase.Add(end))
+	t.ctx = ctxend.DeadlineOnly(t.ctx) // no store needs to watch it for a cancellation
 	// Two calls that both find the last tick stale may both make one; the
 	// later store wins and the other serves its one call. Either is right.
 	l.ticks.Store(t)
@@ -74,7 +79,8 @@ func (l *Limiter) tick() context.Context {
 // valuesCtx is a shared tick for one caller whose context carries values
 // but can never be cancelled: Done, Deadline and Err are the tick's, Value
 // is the caller's. The tick answers first only for the key by which the
-// context package finds a parent's cancellation (it has no other values),
+// context package finds a parent's cancellation and for ctxend's mark (it
+// has no other values),
 // so that a context a store derives from this one hangs off the tick's
 // cancellation directly, with no goroutine to watch it.
 type valuesCtx struct {

@@ -194,3 +194,49 @@ func TestDeadlineOfTheCaller(t *testing.T) {
 		}
 	})
 }
+
+// A caller whose context is cancelled (an HTTP request whose client went
+// away) gets its answer at the cancellation, not at the Limiter's
+// Timeout: go-redis sets a context's deadline on its socket but does not
+// watch its cancellation, so the store must. The generic read-modify-write
+// (NoScript), which hands the Limiter's mutation to each round trip, sees
+// it between round trips only.
+func TestCancellationOfTheCaller(t *testing.T) {
+	onSilentServer(t, func(t *testing.T, s *Store, noScript bool) {
+		// The generic path's round trip under way ends at the Timeout.
+		within := callTimeout / 2
+		if noScript {
+			within = callTimeout + slack
+		}
+		closed, open := deadlineLimiters(t, s, noScript)
+		for _, l := range []*core.Limiter{closed, open} {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(callTimeout/10, cancel)
+			start := time.Now()
+			d, err := l.Allow(ctx, "who")
+			if el := time.Since(start); !errors.Is(err, context.Canceled) || d.Allowed || el > within {
+				t.Errorf("%+v, %v after %v; want context.Canceled within %v of the call (cancelled at %v, Timeout %v)", d, err, el.Round(time.Millisecond), within, callTimeout/10, callTimeout)
+			}
+		}
+		if noScript {
+			return // Delete and the multi-limit script are the same on every path
+		}
+		m, err := core.NewMulti(core.MultiConfig{Name: "cancel", Store: s, Timeout: callTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(callTimeout/10, cancel)
+		start := time.Now()
+		if _, _, err := m.Allow(ctx, "who", threeLimits(t), nil); !errors.Is(err, context.Canceled) || time.Since(start) > callTimeout/2 {
+			t.Errorf("Multi: %v after %v; want context.Canceled at the cancellation", err, time.Since(start).Round(time.Millisecond))
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		time.AfterFunc(callTimeout/10, cancel)
+		start = time.Now()
+		if err := s.Delete(ctx, closed.Key("who")); !errors.Is(err, context.Canceled) || time.Since(start) > callTimeout/2 {
+			t.Errorf("Delete: %v after %v; want context.Canceled at the cancellation", err, time.Since(start).Round(time.Millisecond))
+		}
+	})
+}

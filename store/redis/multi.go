@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/ctxend"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -43,12 +44,10 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 	if err := ctx.Err(); err != nil {
 		return reply, &store.Error{Op: "script", Err: err} // nothing was sent
 	}
+	// The command is built from copies of keys and args, so that the
+	// round trip holds nothing of the caller's: it may run on past a
+	// cancellation (see RunScript).
 	a := multiArgsPool.Get().(*multiArgs)
-	defer func() {
-		clear(a.argv)
-		a.argv = a.argv[:0]
-		multiArgsPool.Put(a)
-	}()
 	a.argv = append(a.argv[:0], "evalsha", sc.Hash, len(keys))
 	for _, k := range keys {
 		a.argv = append(a.argv, k.String())
@@ -57,6 +56,31 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 	for i := range a.vals {
 		a.argv = append(a.argv, &a.vals[i])
 	}
+	if !ctxend.Early(ctx) {
+		v, err := s.runMulti(ctx, sc, a)
+		if err != nil {
+			return reply, err
+		}
+		return append(reply, v...), nil
+	}
+	v, err, ended := ctxend.Run(ctx, func() ([]int64, error) { return s.runMulti(ctx, sc, a) })
+	switch {
+	case ended:
+		return reply, &store.Error{Op: "script", Err: store.UnknownOutcome(ctx.Err())}
+	case err != nil:
+		return reply, err
+	}
+	return append(reply, v...), nil
+}
+
+// runMulti sends the multi-limit script of argv a and returns its
+// integers; a goes back to the pool here.
+func (s *Store) runMulti(ctx context.Context, sc *store.Script, a *multiArgs) ([]int64, error) {
+	defer func() {
+		clear(a.argv)
+		a.argv = a.argv[:0]
+		multiArgsPool.Put(a)
+	}()
 	cmd := goredis.NewIntSliceCmd(ctx, a.argv...)
 	err := s.process(ctx, cmd)
 	if err != nil && isNoScript(err) {
@@ -65,14 +89,14 @@ func (s *Store) RunMultiScript(ctx context.Context, sc *store.Script, keys []sto
 		err = s.process(ctx, cmd)
 	}
 	if err != nil {
-		return reply, storeError("script", err)
+		return nil, storeError("script", err)
 	}
 	v, err := cmd.Result()
 	if err != nil {
-		return reply, storeError("script", err)
+		return nil, storeError("script", err)
 	}
 	if len(v) == 0 {
-		return reply, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice/redis: multi-limit script replied no integers"))}
+		return nil, &store.Error{Op: "script", Err: store.UnknownOutcome(fmt.Errorf("sluice/redis: multi-limit script replied no integers"))}
 	}
-	return append(reply, v...), nil
+	return v, nil
 }

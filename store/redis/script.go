@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/internal/ctxend"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -25,7 +26,8 @@ const maxResends = 4
 // known not to have run does not: never sent (a dial, a pool wait), or
 // refused before the script's first write (OOM, READONLY, MISCONF,
 // NOREPLICAS; see the package doc's Errors). RunScript returns by ctx's
-// deadline.
+// deadline, and at its cancellation (with an unknown outcome, once the
+// command may have gone out).
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if err := s.ready("script"); err != nil {
 		return store.ScriptResult{}, err
@@ -40,6 +42,21 @@ func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, 
 		return store.ScriptResult{}, &store.Error{Op: "script", Err: err} // nothing was sent
 	}
 	c := getCall(sc, key, args)
+	if ctxend.Early(ctx) {
+		// go-redis sees only ctx's deadline: the call goes on in a
+		// goroutine of its own, and the caller returns at a cancellation.
+		r, err, ended := ctxend.Run(ctx, func() (store.ScriptResult, error) { return s.run(ctx, sc, c) })
+		if ended {
+			return r, &store.Error{Op: "script", Err: store.UnknownOutcome(ctx.Err())}
+		}
+		return r, err
+	}
+	return s.run(ctx, sc, c)
+}
+
+// run sends c, the call of sc, and reads its reply (see RunScript). c is
+// run's: it goes back to the pool here, unless a batch still holds it.
+func (s *Store) run(ctx context.Context, sc *store.Script, c *call) (store.ScriptResult, error) {
 	var err error
 	if b := s.batcherFor(ctx, c.key); b != nil {
 		var held bool

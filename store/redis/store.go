@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/ctxend"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -145,11 +146,22 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready("delete"); err != nil {
 		return err
 	}
-	cmd := goredis.NewIntCmd(ctx, "del", key.String())
-	if err := s.process(ctx, cmd); err != nil {
-		return storeError("delete", err)
+	del := func() (struct{}, error) {
+		if err := s.process(ctx, goredis.NewIntCmd(ctx, "del", key.String())); err != nil {
+			return struct{}{}, storeError("delete", err)
+		}
+		return struct{}{}, nil
 	}
-	return nil
+	if !ctxend.Early(ctx) {
+		_, err := del()
+		return err
+	}
+	// go-redis sees only ctx's deadline (see RunScript).
+	_, err, ended := ctxend.Run(ctx, del)
+	if ended {
+		return &store.Error{Op: "delete", Err: store.UnknownOutcome(ctx.Err())}
+	}
+	return err
 }
 
 // batcherFor returns the batcher for key's node, or nil to send directly.

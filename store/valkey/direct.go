@@ -8,6 +8,8 @@ import (
 	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/sluicehq/sluice/internal/ctxend"
 )
 
 // direct routes a standalone client's commands by how many the store has
@@ -98,13 +100,16 @@ func newDirect(c valkeygo.Client, sh *shared) *direct {
 }
 
 // do sends cmd, down a dedicated connection when few commands are in
-// flight and one is free, through the client's pipeline when more are, and
-// in a batch on it from batchFrom on. A non-nil error is the batcher's (see
+// flight, one is free and ctx can end only at its deadline, through the
+// client's pipeline otherwise, and in a batch on it from batchFrom on. A non-nil error is the batcher's (see
 // batcher.do); any other is in the reply.
 func (d *direct) do(ctx context.Context, cmd valkeygo.Completed) (valkeygo.ValkeyResult, error) {
 	defer d.inflight.Add(-1)
 	n := d.inflight.Add(1)
-	if n <= d.lanes {
+	// A dedicated connection's socket sees ctx's deadline alone: a caller
+	// whose context may be cancelled before it takes the pipeline, which
+	// returns at the cancellation.
+	if n <= d.lanes && !ctxend.Early(ctx) {
 		select {
 		case l := <-d.free:
 			resp := l.dc.Do(ctx, cmd)

@@ -39,7 +39,10 @@
 // (Client.Dedicate, dialled and replaced in the background, never by a
 // caller): while no more scripts than that are in flight, each goes down
 // one of them, written and read by its caller; beyond that, they share a
-// pipeline. That pipeline is the store's own too: as many dedicated
+// pipeline. (So does a script whose context can be cancelled before its
+// deadline, an HTTP request's through a Limiter: a dedicated connection's
+// socket sees only the deadline, and the pipeline returns at the
+// cancellation.) That pipeline is the store's own too: as many dedicated
 // connections as valkey-go's shared ones (2 at 2 cores, 4 from 4 on), each
 // carrying many callers' commands at once as valkey-go's do, each command
 // on one at random; valkey-go's shared connections carry a standalone

@@ -2,6 +2,7 @@ package valkey_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -68,11 +69,15 @@ func proxiedLimiter(t *testing.T, addr, name string, standalone bool, timeout ti
 	if !standalone {
 		c = opaque{c}
 	}
-	l, err := core.New(core.Config{Policy: core.PerSecond(name, 1000), Algorithm: algorithm.GCRA{}, Store: valkey.New(c, nil),
+	s := valkey.New(c, nil)
+	l, err := core.New(core.Config{Policy: core.PerSecond(name, 1000), Algorithm: algorithm.GCRA{}, Store: s,
 		Prefix: "sluice-valkey-test-" + randomHex(t), Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store's pipelined connections are dialled in the background: one
+	// dialled after Stall would not stall.
+	waitPipesUp(t, s)
 	for range 8 {
 		if _, err := l.Allow(context.Background(), "warm"); err != nil {
 			t.Fatal(err)
@@ -151,6 +156,32 @@ func TestCallsEndAtTheirDeadlineWhileReconnecting(t *testing.T) {
 			}
 			proxy.Resume()
 			recovered()
+		})
+	}
+}
+
+// TestCancellationEndsACall: a caller whose context is cancelled (an HTTP
+// request whose client went away) gets its answer at the cancellation, not
+// at the Limiter's Timeout, one call at a time (which the store would send
+// down a dedicated connection, whose socket sees only the deadline) as
+// well as many.
+func TestCancellationEndsACall(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	const timeout = 400 * time.Millisecond
+	for _, standalone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedicated connections %v", standalone), func(t *testing.T) {
+			proxy, l := proxiedLimiter(t, addr, "cancel", standalone, timeout)
+			proxy.Stall()
+			defer proxy.Resume()
+			for i := range 3 {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(timeout/10, cancel)
+				start := time.Now()
+				_, err := l.Allow(ctx, fmt.Sprint("id", i))
+				if took := time.Since(start); !errors.Is(err, context.Canceled) || took > timeout/2 {
+					t.Errorf("call %d: %v after %v; want context.Canceled at the cancellation (%v), well before the Timeout (%v)", i, err, took.Round(time.Millisecond), timeout/10, timeout)
+				}
+			}
 		})
 	}
 }
