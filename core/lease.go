@@ -47,7 +47,10 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // deadline after Acquire returned (by then a store has sent the Acquire, if
 // it ever will, so the release does not overtake it), the next after a
 // jittered backoff of half to all of 1, 2, 4, 8 × that deadline, stopping
-// at the first that succeeds; the last attempt's deadline is the end of the
+// at the first that releases the slot (one that finds no such lease goes
+// on: the Acquire may still be on its way on a connection that a network
+// delivers after the release's, and the store then takes it after the
+// release); the last attempt's deadline is the end of the
 // window, 21 × that deadline (2.1 s at the default 100 ms) after Acquire
 // returned, and it is tried again every half to whole deadline while the
 // store refuses it at once (a server down refuses the dial), the last time
@@ -241,11 +244,16 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 				break
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			_, err = l.call(ctx, key, store.OpRelease, 1, id)
+			var d Decision
+			d, err = l.call(ctx, key, store.OpRelease, 1, id)
 			cancel()
-			if err == nil {
-				break
+			if err == nil && d.Allowed {
+				break // released
 			}
+			// Failed, or found no such lease: the Acquire may still be on
+			// its way, on a connection whose bytes a network delivers
+			// after those of the release's (a fresh one): the next
+			// attempt takes it.
 		}
 		if l.cfg.Observer != nil {
 			if err != nil && !errors.Is(err, ErrUnavailable) {

@@ -235,3 +235,48 @@ func TestOrphanDeadlineBound(t *testing.T) {
 		}
 	}
 }
+
+// lateStore loses the reply of the first acquire and holds the acquire
+// itself back for delay, as a network can deliver a connection's bytes
+// after those of another: a release sent on a fresh connection then finds
+// nothing, and the acquire lands after it.
+type lateStore struct {
+	*mapStore
+	delay  time.Duration
+	held   atomic.Bool
+	landed chan struct{}
+}
+
+func (s *lateStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	mu := m.(*mutation)
+	if mu.op != store.OpRelease && s.held.CompareAndSwap(false, true) {
+		late := *mu // the pooled mutation is reused once Update returns
+		time.AfterFunc(s.delay, func() {
+			s.mapStore.Update(context.Background(), key, &late)
+			close(s.landed)
+		})
+		return store.UnknownOutcome(errors.New("acquire reply lost"))
+	}
+	return s.mapStore.Update(ctx, key, m)
+}
+
+// TestOrphanReleaseOutlastsALateAcquire: a release that finds no lease does
+// not end the background release, since the acquire may still be on its
+// way; the slot is free again within the documented window, not after
+// LeaseTTL.
+func TestOrphanReleaseOutlastsALateAcquire(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	s := &lateStore{mapStore: newMapStore(), delay: 3 * timeout, landed: make(chan struct{})}
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s, Timeout: timeout})
+	ctx := context.Background()
+	if _, _, err := l.Acquire(ctx, "k"); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("Acquire: %v; want an unknown outcome", err)
+	}
+	waitOrphans(t, timeout)
+	<-s.landed
+	ls, d, err := l.Acquire(ctx, "k")
+	if err != nil || !d.Allowed {
+		t.Fatalf("after the background release: %+v, %v; want the slot free again", d, err)
+	}
+	ls.Release(ctx)
+}

@@ -686,6 +686,7 @@ func (m *mutation) Apply(state []byte) ([]byte, time.Duration) {
 	switch {
 	case m.op == store.OpRelease:
 		next, ttl = m.leaser.Release(state, m.now, m.lease, m.p)
+		m.d.Allowed = next != nil // the lease was held, and is released (as a script replies)
 	case m.leaser != nil:
 		next, ttl, m.d = m.leaser.Acquire(state, m.now, m.lease, m.p)
 	default:

@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+type key struct{}
+
 func TestEarly(t *testing.T) {
 	bg := context.Background()
 	dl, cancel := context.WithTimeout(bg, time.Hour)
@@ -17,10 +19,10 @@ func TestEarly(t *testing.T) {
 		want bool
 	}{
 		{"Background", bg, false},
-		{"a value", context.WithValue(bg, struct{}{}, 1), false},
+		{"a value", context.WithValue(bg, key{}, 1), false},
 		{"a timeout", dl, true},
 		{"marked", DeadlineOnly(dl), false},
-		{"a value on the marked", context.WithValue(DeadlineOnly(dl), struct{}{}, 1), false},
+		{"a value on the marked", context.WithValue(DeadlineOnly(dl), key{}, 1), false},
 	} {
 		if got := Early(tc.ctx); got != tc.want {
 			t.Errorf("%s: Early %v; want %v", tc.name, got, tc.want)
