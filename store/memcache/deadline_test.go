@@ -59,6 +59,9 @@ func TestStalledServerHonoursDeadline(t *testing.T) {
 		if op.name == "update" && errors.Is(err, core.ErrOutcomeUnknown) {
 			t.Errorf("update: %v matches core.ErrOutcomeUnknown, but only the gets was sent", err)
 		}
+		if op.name == "delete" && !errors.Is(err, core.ErrOutcomeUnknown) {
+			t.Errorf("delete: %v does not match core.ErrOutcomeUnknown, but the delete was sent and may still land", err)
+		}
 	}
 	if got := s.Stats().Abandoned; got != 2 {
 		t.Errorf("Stats().Abandoned = %d, want 2", got)

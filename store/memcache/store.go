@@ -230,8 +230,9 @@ func refusedByServer(err error) bool {
 
 // Delete removes key's state, so that its next decision starts fresh.
 // Deleting an absent key is not an error. Errors are *store.Error and
-// match core.ErrUnavailable; a delete abandoned at ctx's deadline may still
-// happen.
+// match core.ErrUnavailable; one after which the delete may still land
+// (abandoned at ctx's end, or failed once sent) also matches
+// core.ErrOutcomeUnknown.
 func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
@@ -240,12 +241,19 @@ func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	f := s.roundTrip(ctx, c)
 	var err error
 	if f == abandoned {
-		err = ctx.Err()
+		// Sent, and it may still land.
+		err = store.UnknownOutcome(ctx.Err())
 	} else {
 		err = c.err
 		c.free()
+		switch {
+		case err == nil, errors.Is(err, gomemcache.ErrCacheMiss):
+			return nil
+		case f != notSent && mayHaveWritten(err):
+			err = store.UnknownOutcome(err)
+		}
 	}
-	if err != nil && !errors.Is(err, gomemcache.ErrCacheMiss) {
+	if err != nil {
 		s.stats.errors.Add(1)
 		return &store.Error{Op: "delete", Err: fmt.Errorf("memcache delete: %w", err)}
 	}

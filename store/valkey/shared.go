@@ -10,6 +10,7 @@ import (
 
 	valkeygo "github.com/valkey-io/valkey-go"
 
+	"github.com/sluicehq/sluice/internal/ctxend"
 	"github.com/sluicehq/sluice/internal/inflight"
 )
 
@@ -243,6 +244,25 @@ type apartCall struct {
 
 var apartPool = sync.Pool{New: func() any { return &apartCall{done: make(chan struct{}, 1)} }}
 
+// uncancelled returns ctx as the command of a caller who may leave sends
+// it: ended by ctx's deadline, not by its cancellation. valkey-go dials a
+// shared connection it lacks under the context of the command that needs
+// it first, and fails every command waiting on that dial when that context
+// ends; a caller who cancels must not fail the others (it leaves at once
+// all the same: see apart). The context of a caller who cannot cancel is
+// ctx itself.
+func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !ctxend.Early(ctx) {
+		return ctx, func() {}
+	}
+	dl, ok := ctx.Deadline()
+	ctx = context.WithoutCancel(ctx)
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl)
+}
+
 // apart runs do on a goroutine of its own and returns its reply, or ctx's
 // error when ctx ends first (an unknown outcome: valkey-go may have sent
 // the command).
@@ -252,7 +272,9 @@ func apart(ctx context.Context, do func(context.Context) valkeygo.ValkeyResult) 
 	}
 	a := apartPool.Get().(*apartCall)
 	go func() {
+		ctx, cancel := uncancelled(ctx)
 		a.resp = do(onPipeline(ctx))
+		cancel()
 		a.done <- struct{}{}
 	}()
 	select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +184,66 @@ func TestCancellationEndsACall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOthersCancellationFailsNoOne: while the store's own connections are
+// still being made, its calls ride valkey-go's shared connection, which
+// valkey-go dials under the context of the command that needs it first.
+// A caller who cancels must not fail the callers who did not: 16 callers
+// cancelled within 300 µs and 16 who never cancel, at once, on a fresh
+// store, round after round.
+func TestOthersCancellationFailsNoOne(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	var failed atomic.Int64
+	var sample atomic.Value
+	for range 20 {
+		c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := valkey.New(c, nil)
+		l, err := core.New(core.Config{Policy: core.Policy{Name: "others", Limit: 1_000_000, Window: time.Hour},
+			Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: time.Second, Prefix: "sluice-valkey-test-" + randomHex(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() {
+				if i%2 == 0 {
+					ctx, cancel := context.WithCancel(context.Background())
+					time.AfterFunc(time.Duration(i*20)*time.Microsecond, cancel)
+					l.Allow(ctx, "k")
+					cancel()
+					return
+				}
+				if _, err := l.Allow(context.Background(), "k"); err != nil {
+					failed.Add(1)
+					sample.Store(err)
+				}
+			})
+		}
+		wg.Wait()
+		s.Close()
+		c.Close()
+	}
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of 320 callers that never cancelled failed, e.g. %v", n, sample.Load())
+	}
+}
+
+// TestCancelledDeleteIsUnknown: a delete (a Limiter's Reset) whose caller
+// left after it was sent may still land: its error says the outcome is
+// unknown, as a script's does.
+func TestCancelledDeleteIsUnknown(t *testing.T) {
+	addr := backends[0].addrs(t)[0]
+	proxy, l := proxiedLimiter(t, addr, "reset", true, 400*time.Millisecond)
+	proxy.Stall()
+	defer proxy.Resume()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(40*time.Millisecond, cancel)
+	if err := l.Reset(ctx, "id"); !errors.Is(err, core.ErrOutcomeUnknown) {
+		t.Fatalf("Reset cancelled with its delete sent: %v; want an error matching core.ErrOutcomeUnknown", err)
 	}
 }

@@ -174,14 +174,16 @@ func (s *Store) ready(ctx context.Context, op string) error {
 
 // Delete removes key's state, so that its next decision starts fresh.
 // Deleting an absent key is not an error. Errors are *store.Error and
-// match core.ErrUnavailable.
+// match core.ErrUnavailable; one after which the delete may still land (a
+// timeout or a cancellation once it was sent) also matches
+// core.ErrOutcomeUnknown.
 func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready(ctx, "delete"); err != nil {
 		return err
 	}
 	resp := s.sh.Do(ctx, s.c.B().Del().Key(key.String()).Build())
 	if err := resp.Error(); err != nil {
-		return storeError("delete", err, false)
+		return storeError("delete", err, true)
 	}
 	return nil
 }
