@@ -16,15 +16,24 @@
 //		return conformance.Capabilities{Scripts: true, ClockSkew: time.Second}
 //	}
 //
+//	// addr is the server the suite runs against, e.g. from the environment.
+//	func addr(tb testing.TB) string {
+//		a := os.Getenv("MYSTORE_ADDR")
+//		if a == "" {
+//			tb.Skip("MYSTORE_ADDR is not set")
+//		}
+//		return a
+//	}
+//
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, func(t *testing.T) conformance.Harness {
-//			return harness{addr: testenv.RedisAddr(t)}
+//			return harness{addr: addr(t)}
 //		})
 //	}
 //
 //	func BenchmarkConformance(b *testing.B) {
 //		conformance.RunBenchmarks(b, func(b *testing.B) conformance.Harness {
-//			return harness{addr: testenv.RedisAddr(b)}
+//			return harness{addr: addr(b)}
 //		})
 //	}
 //
