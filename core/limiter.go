@@ -147,7 +147,10 @@ type Config struct {
 	// A loose in-process limit that catches floods; guard.PreFilter
 	// builds one sized to the fleet, and says how to size it so that it
 	// never refuses what the global limit would admit. Nil means none.
-	// Ignored over an InProcess store.
+	// Ignored over an InProcess store. A refusal it makes carries this
+	// limiter's Limit, but Remaining 0 and the pre-filter's own RetryAfter
+	// and ResetAfter: the store, which holds the global count, was not
+	// asked.
 	PreFilter *Limiter
 	// Observer, when set, is called after every decision. It must be fast
 	// and safe for concurrent use.
