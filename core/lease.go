@@ -61,8 +61,11 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // deadline for a store that had refused it): the last attempt is still
 // waiting for it, even on a client that writes nothing until a new
 // connection's handshake is answered. Only a store unreachable for the
-// whole window leaves the slot to LeaseTTL. The Observer hears one
-// "release" event for it, with the last attempt's error.
+// whole window leaves the slot to LeaseTTL, and so does one whose every
+// answer, a fresh connection's handshake included, takes longer than the
+// deadline: the last attempt may begin a deadline before the window's
+// end. The Observer hears one "release" event for it, with the last
+// attempt's error.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
 		if !l.made() {

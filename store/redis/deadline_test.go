@@ -240,3 +240,15 @@ func TestCancellationOfTheCaller(t *testing.T) {
 		}
 	})
 }
+
+// A delete whose context had ended before it began was never sent: its
+// error is the context's, not an unknown outcome.
+func TestDeleteNeverSentIsNotUnknown(t *testing.T) {
+	s := newStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Delete(ctx, store.Key{Namespace: "sluice-test:never-sent", Identity: "who"})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrOutcomeUnknown) {
+		t.Fatalf("Delete under a cancelled context: %v; want context.Canceled, not an unknown outcome", err)
+	}
+}

@@ -26,8 +26,10 @@ const maxResends = 4
 // known not to have run does not: never sent (a dial, a pool wait), or
 // refused before the script's first write (OOM, READONLY, MISCONF,
 // NOREPLICAS; see the package doc's Errors). RunScript returns by ctx's
-// deadline, and at its cancellation (with an unknown outcome, once the
-// command may have gone out).
+// deadline, and at its cancellation: with a bare context error when ctx
+// had ended before the call, and otherwise with an unknown outcome, as
+// go-redis cannot tell whether it had written the command (a dial that
+// was still under way counts too).
 func (s *Store) RunScript(ctx context.Context, sc *store.Script, key store.Key, args store.ScriptArgs) (store.ScriptResult, error) {
 	if err := s.ready("script"); err != nil {
 		return store.ScriptResult{}, err

@@ -141,10 +141,15 @@ func (s *Store) ready(op string) error {
 	return nil
 }
 
-// Delete removes key's state (store.Deleter, for Limiter.Reset).
+// Delete removes key's state (store.Deleter, for Limiter.Reset). Its
+// errors are classified as RunScript's, and it returns at ctx's
+// cancellation as RunScript does.
 func (s *Store) Delete(ctx context.Context, key store.Key) error {
 	if err := s.ready("delete"); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &store.Error{Op: "delete", Err: err} // nothing was sent
 	}
 	del := func() (struct{}, error) {
 		if err := s.process(ctx, goredis.NewIntCmd(ctx, "del", key.String())); err != nil {
