@@ -125,7 +125,12 @@ func (l *Limiter) failAcquire(ctx context.Context, identity string, err error) (
 // cancelled (a request whose client went away must still give its slot
 // back), under the limiter's own deadline (DefaultTimeout when the limiter
 // has none). A second Release returns
-// ErrLeaseReleased. If Release fails, the slot is reclaimed after LeaseTTL.
+// ErrLeaseReleased. If Release fails on a network store, it returns the
+// failure and the limiter tries again in the background, as it releases
+// the lease of an Acquire whose outcome is unknown (see Acquire for the
+// attempts and their window; the Observer hears a second "release" event
+// at their end): a brief stall does not hold the slot until LeaseTTL. A
+// store that stays unreachable for the whole window leaves it to LeaseTTL.
 func (ls *Lease) Release(ctx context.Context) error {
 	if ls == nil {
 		return nil
@@ -153,6 +158,12 @@ func (ls *Lease) Release(ctx context.Context) error {
 	_, err := l.do(ctx, ls.key, store.OpRelease, 1, ls.id)
 	if l.cfg.Observer != nil {
 		l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: took(start)})
+	}
+	if err != nil && !l.local {
+		// It may have landed or not: a release is idempotent, and the
+		// background one goes on until an attempt releases the slot or
+		// the window ends.
+		l.releaseOrphan(ls.key, ls.id)
 	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		err = &store.Error{Op: "release", Err: err}

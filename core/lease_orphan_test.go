@@ -280,3 +280,28 @@ func TestOrphanReleaseOutlastsALateAcquire(t *testing.T) {
 	}
 	ls.Release(ctx)
 }
+
+// TestFailedReleaseIsRetried: a Release that fails (a slow store, its reply
+// lost at the deadline) is tried again in the background as an orphaned
+// lease is, so that the slot is free once the store answers, not after
+// LeaseTTL; the caller still hears the failure.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	s := &lossyStore{mapStore: newMapStore()}
+	s.failReleases.Store(1)
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s, Timeout: timeout})
+	ctx := context.Background()
+	ls, d, err := l.Acquire(ctx, "k")
+	if err != nil || !d.Allowed {
+		t.Fatalf("Acquire: %+v, %v", d, err)
+	}
+	if err := ls.Release(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Release: %v; want the store's failure", err)
+	}
+	waitOrphans(t, timeout)
+	ls, d, err = l.Acquire(ctx, "k")
+	if err != nil || !d.Allowed {
+		t.Fatalf("after a failed Release: %+v, %v; want the slot free again within the window", d, err)
+	}
+	ls.Release(ctx)
+}
