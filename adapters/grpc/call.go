@@ -97,7 +97,7 @@ func (c *Call) clientKey() string {
 func (l *layer) identity(c *Call) string {
 	if l.key != nil {
 		if k := l.key(c); k != "" {
-			return "k:" + k
+			return KeyIdentity(k)
 		}
 	}
 	return c.clientKey()

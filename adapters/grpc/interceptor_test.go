@@ -121,7 +121,7 @@ func TestRefusalRefundsEarlierLayers(t *testing.T) {
 			}
 			// What the store holds, read by a decision of its own: 10
 			// less the units kept.
-			d, err := ip.Allow(context.Background(), "k:tenant") // a KeyFunc's identity
+			d, err := ip.Allow(context.Background(), sluicegrpc.KeyIdentity("tenant")) // the KeyFunc's identity
 			if err != nil {
 				t.Fatal(err)
 			}

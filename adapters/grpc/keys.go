@@ -35,3 +35,11 @@ func Metadata(key string) KeyFunc {
 		return ""
 	}
 }
+
+// KeyIdentity returns the identity under which a layer counts the calls
+// its KeyFunc gives key: key set apart from client addresses, so that no
+// key can collide with the address another call falls back to. Use it to
+// Reset a key, or to read its state, through the layer's Limiter:
+//
+//	err := lim.Reset(ctx, KeyIdentity(userID))
+func KeyIdentity(key string) string { return "k:" + key }

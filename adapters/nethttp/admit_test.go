@@ -312,3 +312,27 @@ func TestPolicyNotMadeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// KeyIdentity names the identity a layer counts a key under, so that the
+// application can Reset it (or read it) through the layer's Limiter.
+func TestKeyIdentityResetsTheDoorsCount(t *testing.T) {
+	l := memLimiter(t, algorithm.FixedWindow{}, core.Policy{Name: "per-user", Limit: 1, Window: time.Hour})
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: l, Key: Header("X-User")}}})
+	req := func() *http.Request {
+		r := request("203.0.113.7:1")
+		r.Header.Set("X-User", "u1")
+		return r
+	}
+	if w, ok := admit(t, p, req()); !ok {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	if w, ok := admit(t, p, req()); ok || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("second request: %d; want 429", w.Code)
+	}
+	if err := l.Reset(context.Background(), KeyIdentity("u1")); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := admit(t, p, req()); !ok {
+		t.Fatalf("after Reset(KeyIdentity(\"u1\")): %d; want the count gone", w.Code)
+	}
+}

@@ -103,8 +103,9 @@ type Layer struct {
 	// Key picks the identity a request is counted under. Nil means the
 	// client address (see Request.Client). When Key returns "", the client
 	// address is used instead, so a request is never unlimited because its
-	// key is missing. Keys are hashed by core before they reach a store and
-	// are never written to a response.
+	// key is missing. A key k is counted under KeyIdentity(k), which
+	// the layer's Limiter takes to Reset it. Keys are hashed by core before
+	// they reach a store and are never written to a response.
 	Key KeyFunc
 
 	// Weight is the fixed cost of every request, in units: 0 means 1. It

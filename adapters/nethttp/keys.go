@@ -51,3 +51,11 @@ func Header(name string) KeyFunc {
 		return ""
 	}
 }
+
+// KeyIdentity returns the identity under which a layer counts the requests
+// its KeyFunc gives key: key set apart from client addresses, so that no
+// key can collide with the address another request falls back to. Use it to
+// Reset a key, or to read its state, through the layer's Limiter:
+//
+//	err := lim.Reset(ctx, KeyIdentity(userID))
+func KeyIdentity(key string) string { return "k:" + key }

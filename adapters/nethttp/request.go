@@ -97,7 +97,7 @@ func (q *Request) clientKey() string {
 func (l *layer) identity(q *Request) string {
 	if l.key != nil {
 		if k := l.key(q); k != "" {
-			return "k:" + k
+			return KeyIdentity(k)
 		}
 	}
 	return q.clientKey()
