@@ -103,7 +103,9 @@ func (r *Receipt) take(n int64) int64 {
 // restores more than it charged. Errors: ErrInvalidInput for n < 1 (the
 // receipt keeps its units); ErrNotRefunded when nothing is left or no
 // limit can refund on the store's path; the store's error (ErrUnavailable)
-// when it could not decide.
+// when it could not decide. A refund the store took but that found nothing
+// to give back (the charge's window has ended) returns 0 and no error:
+// check the count, not only the error.
 func (r *Receipt) Refund(ctx context.Context, n int64) (int64, error) {
 	if r == nil {
 		return 0, ErrNotRefunded
