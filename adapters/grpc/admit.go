@@ -29,7 +29,8 @@ var admissionPool = sync.Pool{New: func() any { return new(admission) }}
 
 // done releases the call's leases, even when its context is already
 // cancelled (core releases under its own deadline). A release that fails is
-// reclaimed by the store after the policy's LeaseTTL. It is safe on nil.
+// tried again in the background (core.Lease.Release), and only a store that
+// stays unreachable leaves its slot to the policy's LeaseTTL. It is safe on nil.
 func (a *admission) done() {
 	if a == nil {
 		return

@@ -187,8 +187,9 @@ func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v V
 
 // Done releases the request's leases, even when its context is already
 // cancelled (core releases under its own deadline). A release that fails is
-// reclaimed by the store after the policy's LeaseTTL. Done must be called
-// once; after it, a must not be used. It is safe on a nil Admission.
+// tried again in the background (core.Lease.Release), and only a store that
+// stays unreachable leaves its slot to the policy's LeaseTTL. Done must be
+// called once; after it, a must not be used. It is safe on a nil Admission.
 func (a *Admission) Done() {
 	if a == nil {
 		return

@@ -104,8 +104,10 @@ type Layer struct {
 	// client address (see Request.Client). When Key returns "", the client
 	// address is used instead, so a request is never unlimited because its
 	// key is missing. A key k is counted under KeyIdentity(k), which
-	// the layer's Limiter takes to Reset it. Keys are hashed by core before
-	// they reach a store and are never written to a response.
+	// the layer's Limiter takes to Reset it (a multi-limit layer's Multi
+	// takes it with the layer's limits; for Tiers, the limits that
+	// Resolve gives for k itself). Keys are hashed by core before they
+	// reach a store and are never written to a response.
 	Key KeyFunc
 
 	// Weight is the fixed cost of every request, in units: 0 means 1. It
