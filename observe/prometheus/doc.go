@@ -35,6 +35,9 @@
 // limiter's included (sluice_shadow_refusals_total counts those apart), so
 // the four outcomes sum to the decisions made. Releases are not decisions:
 // they feed the histogram (op="release") and sluice_release_errors_total.
+// A failed release, and an Acquire whose outcome is unknown, are released
+// again in the background (core.Limiter.Acquire): their last attempt is one
+// more release event, counted as an error when it failed too.
 // sluice_unknown_outcomes_total counts the store calls the Limiter reports
 // as ErrOutcomeUnknown; a call whose caller's context ended is reported
 // with the context's error instead, and is not counted there, even when

@@ -140,7 +140,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		nearLimit:   counter("near_limit_total", "Admissions that left the identity past the near-limit ratio of its limit.", "policy"),
 		shadow:      counter("shadow_refusals_total", "Refusals that a shadow-mode limiter admitted.", "policy"),
 		unknown:     counter("unknown_outcomes_total", "Store calls whose outcome is unknown (the update may or may not have happened).", "policy"),
-		releaseErrs: counter("release_errors_total", "Lease releases that failed (the slot is reclaimed after the lease TTL).", "policy"),
+		releaseErrs: counter("release_errors_total", "Lease releases that failed (each is tried again in the background; a slot whose every try fails is reclaimed after the lease TTL).", "policy"),
 		denyHits:    counter("deny_cache_hits_total", "Refusals answered by the deny cache without a store call.", "policy"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "store_call_duration_seconds", ConstLabels: cl,
