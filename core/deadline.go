@@ -80,9 +80,9 @@ func (l *Limiter) tick() context.Context {
 // but can never be cancelled: Done, Deadline and Err are the tick's, Value
 // is the caller's. The tick answers first only for the key by which the
 // context package finds a parent's cancellation and for ctxend's mark (it
-// has no other values),
-// so that a context a store derives from this one hangs off the tick's
-// cancellation directly, with no goroutine to watch it.
+// has no other values), so that a context a store derives from this one
+// hangs off the tick's cancellation directly, with no goroutine to watch
+// it, and the store sees that it can end only at its deadline.
 type valuesCtx struct {
 	context.Context // the tick
 	parent          context.Context
