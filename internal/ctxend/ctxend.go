@@ -27,17 +27,17 @@ func Early(ctx context.Context) bool {
 	return ctx.Done() != nil && ctx.Value(deadlineOnly{}) == nil
 }
 
-// Run returns f's results, or, when ctx may end early (Early) and is
-// cancelled first, returns at once with ended set and leaves f to run on
-// in a goroutine of its own, to its deadline at the latest. f must then
-// touch nothing its caller owns, and its results are dropped: the caller
-// reports an unknown outcome. At ctx's deadline Run waits for f, which
-// sees the deadline itself and says what became of its command.
+// Run runs f on a goroutine of its own and returns its results, or, when
+// ctx is cancelled first, returns at once with ended set and leaves f to
+// run on, to its deadline at the latest. f must then touch nothing its
+// caller owns, and its results are dropped: the caller reports an unknown
+// outcome. At ctx's deadline Run waits for f, which sees the deadline
+// itself and says what became of its command.
+//
+// It is for a ctx that may end early (Early): a caller checks that first
+// and calls f itself otherwise, so that the common path builds no closure
+// and starts no goroutine.
 func Run[T any](ctx context.Context, f func() (T, error)) (v T, err error, ended bool) {
-	if !Early(ctx) {
-		v, err = f()
-		return v, err, false
-	}
 	type result struct {
 		v   T
 		err error
