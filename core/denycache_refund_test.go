@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // A refund gives units back to the store; this Limiter's deny cache must
@@ -81,5 +82,67 @@ func TestDenyCacheDoesNotHoldARefusalARefundOvertook(t *testing.T) {
 	}
 	if d, err := l.Allow(ctx, "a"); err != nil || !d.Allowed {
 		t.Fatalf("after the refund: %+v, %v; want the store's admission, not the refusal the refund overtook", d, err)
+	}
+}
+
+// Charge, which the doors use for every layer that a later one may still
+// refuse, is guarded as AllowN is: a refusal held in the deny cache, or
+// one the pre-filter makes, costs no store call, and the store's refusals
+// are held.
+func TestChargeConsultsTheDenyCacheAndThePreFilter(t *testing.T) {
+	ctx := context.Background()
+	s := newRemote(t)
+	pre := memory.New(nil)
+	t.Cleanup(func() { _ = pre.Close() })
+	pf, err := core.New(core.Config{Policy: core.Policy{Name: "api", Limit: 1, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}, Store: pre})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := core.New(core.Config{
+		Policy: core.Policy{Name: "api", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{},
+		Store: s, DenyCache: &core.DenyCacheOptions{}, PreFilter: pf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rc, err := l.Charge(ctx, "a", 2); err != nil || rc == nil {
+		t.Fatalf("Charge: %v, receipt %v", err, rc)
+	}
+	s.calls.Store(0)
+	if d, rc, err := l.Charge(ctx, "a", 1); err != nil || d.Allowed || rc != nil {
+		t.Fatalf("over the limit: %+v, receipt %v, %v; want the store's refusal", d, rc, err)
+	}
+	for i := range 10 {
+		if d, rc, err := l.Charge(ctx, "a", 1); err != nil || d.Allowed || rc != nil || d.RetryAfter <= 0 {
+			t.Fatalf("flood charge %d: %+v, receipt %v, %v; want refused with a RetryAfter", i, d, rc, err)
+		}
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Errorf("the store was asked %d times, want once: the deny cache holds the first refusal", n)
+	}
+
+	// The pre-filter admits 1 a minute here, the store 2: a second charge
+	// of "b" is refused without the store.
+	s.calls.Store(0)
+	if _, rc, err := l.Charge(ctx, "b", 1); err != nil || rc == nil {
+		t.Fatalf("charge of b: %v, receipt %v", err, rc)
+	}
+	if d, rc, err := l.Charge(ctx, "b", 1); err != nil || d.Allowed || rc != nil || d.Limit != 2 {
+		t.Fatalf("2nd charge of b: %+v, receipt %v, %v; want the pre-filter's refusal, with the limiter's Limit", d, rc, err)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Errorf("two charges of b asked the store %d times, want once: the pre-filter's refusal costs none", n)
+	}
+	// A refund gives the pre-filter its unit back too: else it would go
+	// on refusing what the store, refunded, admits.
+	_, rc, err := l.Charge(ctx, "c", 1)
+	if err != nil || rc == nil {
+		t.Fatalf("charge of c: %v, receipt %v", err, rc)
+	}
+	if k, err := rc.Refund(ctx, 1); err != nil || k != 1 {
+		t.Fatalf("Refund: %d, %v; want 1", k, err)
+	}
+	if d, rc, err := l.Charge(ctx, "c", 1); err != nil || !d.Allowed || rc == nil {
+		t.Fatalf("charge of c after its refund: %+v, receipt %v, %v; want admitted", d, rc, err)
 	}
 }

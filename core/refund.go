@@ -74,7 +74,8 @@ type Receipt struct {
 	mark     int64   // a Limiter's charge: its algorithm's Mark
 	marks    []int64 // a Multi's: each limit's Mark
 	n        int64
-	resets   uint64 // its Limiter's or Multi's Resets when it charged
+	resets   uint64   // its Limiter's or Multi's Resets when it charged
+	pre      *Receipt // the pre-filter's charge (Config.PreFilter), refunded with it
 	left     atomic.Int64
 }
 
@@ -223,8 +224,10 @@ func (r *Receipt) gate() *resetGate {
 // degraded admission is charged on the fallback, and kept). When the algorithm
 // cannot refund (Refunder), or on a script store whose multi-limit
 // script cannot run it (RefundScripted, store.MultiScriptRunner), Charge
-// is AllowN and returns no Receipt. Charge does not consult the deny cache
-// or the pre-filter.
+// is AllowN and returns no Receipt. The deny cache and the pre-filter
+// stand in front of the store as they do for AllowN, and their refusals
+// return no Receipt either; a refund gives the units back to the
+// pre-filter too.
 func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decision, *Receipt, error) {
 	_, refunds := l.alg.(Refunder)
 	ms, scripted := l.alg.(RefundScripted)
@@ -238,6 +241,14 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 	}
 	resets := l.resets.count() // before the charge: a Reset during it voids the receipt
 	start := l.timer()
+	var sc screened
+	if l.deny != nil || l.cfg.PreFilter != nil {
+		var d Decision
+		var err error
+		if sc, d, err = l.screen(ctx, identity, n, start, true); sc.done {
+			return d, nil, err
+		}
+	}
 	key := store.Key{Namespace: l.ns, Identity: identity}
 	var d Decision
 	var at int64
@@ -247,12 +258,13 @@ func (l *Limiter) Charge(ctx context.Context, identity string, n int64) (Decisio
 	} else {
 		d, at, err = l.chargeUpdate(ctx, key, n)
 	}
+	l.hold(identity, n, sc, d, err)
 	charged := err == nil && d.Allowed
 	d, err = l.settle(ctx, identity, n, d, err, start)
 	if !charged || err != nil {
 		return d, nil, err
 	}
-	r := &Receipt{l: l, identity: identity, at: at, n: n, mark: l.alg.(Refunder).Mark(d, at, &l.p), resets: resets}
+	r := &Receipt{l: l, identity: identity, at: at, n: n, mark: l.alg.(Refunder).Mark(d, at, &l.p), resets: resets, pre: sc.pre}
 	r.left.Store(n)
 	return d, r, nil
 }
@@ -299,6 +311,10 @@ func (l *Limiter) chargeUpdate(ctx context.Context, key store.Key, n int64) (Dec
 }
 
 func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error) {
+	if r.pre != nil {
+		// In process, and loose: its own answer changes nothing here.
+		_, _ = r.pre.Refund(ctx, n)
+	}
 	if l.deny != nil {
 		// Once the store has answered, whatever it answered: a refusal
 		// held for the identity may be one the refund lifts.

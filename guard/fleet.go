@@ -300,7 +300,9 @@ const maxHeadroom = 1 << 20
 // DefaultHeadroom (2).
 //
 // Sizing. The pre-filter counts every request this instance sends to the
-// store, admitted there or not. It refuses what the global limit would
+// store, admitted there or not, less the units refunded since
+// (core.Receipt: a door's refund, when a later layer refused the request,
+// gives them back here too). It refuses what the global limit would
 // admit only when one identity's traffic on this instance exceeds
 // headroom/N of the limit in a window, so:
 //

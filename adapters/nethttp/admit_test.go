@@ -336,3 +336,40 @@ func TestKeyIdentityResetsTheDoorsCount(t *testing.T) {
 		t.Fatalf("after Reset(KeyIdentity(\"u1\")): %d; want the count gone", w.Code)
 	}
 }
+
+// The deny cache guards a layer that a later one follows (which the door
+// charges with a receipt) as it guards the last: a flood from one client
+// costs that layer's store one call, not one a request.
+func TestDenyCacheGuardsAnEarlierLayer(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	var fromStore, fromCache int
+	ip, err := core.New(core.Config{
+		Policy: core.Policy{Name: "ip", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{},
+		Store:     struct{ store.Store }{mem}, // a store that is not in process, as a network one
+		DenyCache: &core.DenyCacheOptions{},
+		Observer: func(e core.Event) {
+			switch {
+			case e.Decision.Allowed:
+			case e.DenyCached:
+				fromCache++
+			default:
+				fromStore++
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := memLimiter(t, algorithm.GCRA{}, core.Policy{Name: "user", Limit: 100, Window: time.Minute})
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: ip}, {Limiter: user}}})
+	for i := range 10 {
+		w, ok := admit(t, p, request("203.0.113.7:1"))
+		if want := i < 2; ok != want {
+			t.Fatalf("request %d: admitted %v (%d), want %v", i, ok, w.Code, want)
+		}
+	}
+	if fromStore != 1 || fromCache != 7 {
+		t.Errorf("refusals: %d by the store, %d by the deny cache; want 1 and 7", fromStore, fromCache)
+	}
+}
