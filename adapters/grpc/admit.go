@@ -88,8 +88,9 @@ func (p *Policy) admit(ctx context.Context, c *Call, out fieldSink) (_ *admissio
 		var d core.Decision
 		n := l.weight
 		// Only a layer with another after it can be refused after it
-		// admitted: the last one needs no receipt.
-		keep := p.refund && i < len(p.layers)-1
+		// admitted, or one whose request may give up while it waits out
+		// a Delay: the last one needs no receipt, unless it queues.
+		keep := p.refund && (i < len(p.layers)-1 || l.queues)
 		if l.leaser {
 			var lease *core.Lease
 			lease, d, err = l.lim.Acquire(ctx, id)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/internal/fields"
+	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 )
@@ -131,6 +132,7 @@ type layer struct {
 	name   string
 	quota  int64
 	leaser bool
+	queues bool // it may admit with a Delay (receipts.Queues)
 	key    KeyFunc
 	weight int64
 	cost   CostFunc
@@ -163,6 +165,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		names[pol.Name] = true
 		ly := layer{lim: l.Limiter, name: pol.Name, quota: l.Limiter.Quota(), key: l.Key, weight: l.Weight, cost: l.Cost}
 		_, ly.leaser = l.Limiter.Algorithm().(core.Leaser)
+		ly.queues = receipts.Queues(l.Limiter.Algorithm())
 		ly.shadow = l.Limiter.Shadow()
 		switch {
 		case ly.leaser && (l.Weight != 0 || l.Cost != nil):

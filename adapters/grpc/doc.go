@@ -115,7 +115,10 @@
 // the HTTP policy does. If the call's context ends while it waits (the
 // client cancelled, or its deadline passed), the call ends with
 // codes.Canceled or codes.DeadlineExceeded, its leases are released, and
-// the handler never runs.
+// the handler never runs. Unless Config.NoRefund, its rate layers get
+// their units back as on a refusal, the leaky bucket's place in its queue
+// included, also when that layer is the last: less the time it waited, as
+// a bucket's refund is (core.Receipt).
 //
 // # When the store cannot decide
 //

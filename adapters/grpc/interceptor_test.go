@@ -311,6 +311,45 @@ func TestLeakyBucketDeadline(t *testing.T) {
 	}
 }
 
+// A call whose deadline passes while it waits in a leaky bucket's queue
+// gives its place back, also when the bucket is the last layer: the next
+// call waits for the places still taken, not for the one given up.
+func TestLeakyBucketDeadlineGivesPlaceBack(t *testing.T) {
+	clk := core.NewManualClock(epoch)
+	// One unit per 10s: a second call is queued for 10s.
+	leaky := newLimiter(t, core.Config{Policy: core.Policy{Name: "queue", Limit: 1, Window: 10 * time.Second, MaxDelay: time.Minute}, Algorithm: algorithm.LeakyBucket{}, Store: memStore(t, clk), Clock: clk})
+	p := sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: leaky, Key: func(*sluicegrpc.Call) string { return "tenant" }}}})
+	// The server notices the deadline on its own clock: this interceptor,
+	// around Sluice's, says when Sluice's has returned.
+	returned := make(chan struct{}, 2)
+	outer := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		defer func() { returned <- struct{}{} }()
+		return h(ctx, req)
+	}
+	c := serve(t, &service{}, grpc.ChainUnaryInterceptor(outer, sluicegrpc.UnaryServerInterceptor(p)))
+	if r := unary(t, c, callCtx(t), nil); r.err != nil {
+		t.Fatal(r.err)
+	}
+	<-returned
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if r := unary(t, c, ctx, nil); r.code() != codes.DeadlineExceeded {
+		t.Fatalf("%v, want DeadlineExceeded", r.err)
+	}
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued call's interceptor did not return after its deadline")
+	}
+	d, err := leaky.Allow(context.Background(), sluicegrpc.KeyIdentity("tenant"))
+	if err != nil || !d.Allowed {
+		t.Fatalf("next call: %+v %v", d, err)
+	}
+	if d.Delay != 10*time.Second {
+		t.Errorf("next call's Delay %v, want 10s: the call that gave up kept its place in the queue", d.Delay)
+	}
+}
+
 // Skipped methods and services are never limited and get no fields.
 func TestSkipMethods(t *testing.T) {
 	clk := core.NewManualClock(epoch)

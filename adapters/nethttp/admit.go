@@ -105,8 +105,9 @@ func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v V
 		var err error
 		n := l.weight
 		// Only a layer with another after it can be refused after it
-		// admitted: the last one needs no receipt.
-		keep := p.refund && i < len(p.layers)-1
+		// admitted, or one whose request may give up while it waits out
+		// a Delay: the last one needs no receipt, unless it queues.
+		keep := p.refund && (i < len(p.layers)-1 || l.queues)
 		if l.multi != nil {
 			o, rc, done := p.admitMulti(w, ctx, q, l, id, keep, outs, refund)
 			if done {

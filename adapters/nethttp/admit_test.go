@@ -337,6 +337,52 @@ func TestKeyIdentityResetsTheDoorsCount(t *testing.T) {
 	}
 }
 
+// A request cancelled while it waits in a leaky bucket's queue gives its
+// place back, whether the bucket is the last layer or not: the next
+// request waits for the places still taken, not for the cancelled one.
+func TestCancelledWhileQueuedGivesPlaceBack(t *testing.T) {
+	for _, last := range []bool{true, false} {
+		t.Run(map[bool]string{true: "last layer", false: "before another"}[last], func(t *testing.T) {
+			clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+			st := memory.New(nil)
+			t.Cleanup(func() { _ = st.Close() })
+			queue, err := core.New(core.Config{Policy: core.Policy{Name: "queue", Limit: 1, Window: time.Minute, MaxDelay: 10 * time.Minute},
+				Algorithm: algorithm.LeakyBucket{}, Store: st, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			layers := []Layer{{Limiter: queue}}
+			if !last {
+				layers = append(layers, Layer{Limiter: memLimiter(t, algorithm.GCRA{}, core.Policy{Name: "rate", Limit: 100, Window: time.Minute})})
+			}
+			p := testPolicy(t, Config{Layers: layers})
+			if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
+				t.Fatalf("first request: %d", w.Code)
+			}
+			// The second is queued for a minute, and gives up.
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			w := httptest.NewRecorder()
+			if a, ok := p.Admit(w, request("203.0.113.7:1").WithContext(ctx), "", nil); ok {
+				a.Done()
+				t.Fatal("a request cancelled while queued was admitted")
+			}
+			if w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("status %d, want 503", w.Code)
+			}
+			// Its place is free again: the next request waits one interval,
+			// behind the first, not two.
+			d, err := queue.Allow(context.Background(), keyOf("203.0.113.7/32"))
+			if err != nil || !d.Allowed {
+				t.Fatalf("next request: %+v %v", d, err)
+			}
+			if d.Delay != time.Minute {
+				t.Errorf("next request's Delay %v, want 1m0s: the cancelled request kept its place in the queue", d.Delay)
+			}
+		})
+	}
+}
+
 // The deny cache guards a layer that a later one follows (which the door
 // charges with a receipt) as it guards the last: a flood from one client
 // costs that layer's store one call, not one a request.

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/adapters/internal/fields"
+	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -170,6 +171,7 @@ type layer struct {
 	name   string
 	quota  int64
 	leaser bool
+	queues bool // it may admit with a Delay (receipts.Queues)
 	shadow bool // the limiter is in shadow mode: no fields
 	key    KeyFunc
 	weight int64
@@ -219,6 +221,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		names[pol.Name] = true
 		ly := layer{lim: l.Limiter, name: pol.Name, quota: l.Limiter.Quota(), key: l.Key, weight: l.Weight, cost: l.Cost}
 		_, ly.leaser = l.Limiter.Algorithm().(core.Leaser)
+		ly.queues = receipts.Queues(l.Limiter.Algorithm())
 		ly.shadow = l.Limiter.Shadow()
 		switch {
 		case ly.leaser && (l.Weight != 0 || l.Cost != nil):

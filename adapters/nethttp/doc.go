@@ -124,7 +124,11 @@
 // handler runs, holding its concurrency leases meanwhile (a queued request
 // is in flight). If the request is cancelled while it waits (or while a
 // store is asked), it gets 503, its leases are released and the handler
-// never runs.
+// never runs. Unless Config.NoRefund, its rate layers get their units
+// back as on a refusal, the leaky bucket's place in its queue included,
+// also when that layer is the last: less the time it waited, as a
+// bucket's refund is (core.Receipt), so a request that gave up at once
+// gives back its whole place.
 //
 // # When the store cannot decide
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/adapters/internal/fields"
+	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -52,6 +53,7 @@ func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
 	ly.quota = -1
 	for _, ls := range sets {
 		for j := 0; j < ls.Len(); j++ {
+			ly.queues = ly.queues || receipts.Queues(ls.Limit(j).Algorithm)
 			n := ls.Limit(j).Policy.Name
 			if !seen[n] {
 				if names[n] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,40 @@ func TestRetryAfterWaitsForEveryLimitOfAMultiLayer(t *testing.T) {
 	w := refuseNext(t, p, "a 1-per-5s limit")
 	if ra := w.Header().Get("Retry-After"); ra != "3600" {
 		t.Errorf("Retry-After %q, want 3600 (long has 1 unit of the 2 a retry costs until its hour ends); RateLimit %q", ra, w.Header().Get("RateLimit"))
+	}
+}
+
+// A request cancelled while a multi-limit layer's leaky bucket holds it in
+// its queue gives its place back, though no layer comes after.
+func TestMultiLayerCancelledWhileQueued(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	m := clockedMulti(t, clock)
+	ls := core.MustLimits(
+		core.Limit{Policy: core.Policy{Name: "queue", Limit: 1, Window: time.Minute, MaxDelay: 10 * time.Minute}, Algorithm: algorithm.LeakyBucket{}},
+		perDay(100))
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: m, Limits: ls, Key: Identity(tenantKey{})}}})
+	if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
+		t.Fatalf("first request: %d %s", w.Code, w.Body)
+	}
+	r := tenantRequest("203.0.113.7:1", "acme")
+	ctx, cancel := context.WithCancel(r.Context())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	w := httptest.NewRecorder()
+	if a, ok := p.Admit(w, r.WithContext(ctx), "", nil); ok {
+		a.Done()
+		t.Fatal("a request cancelled while queued was admitted")
+	}
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+	d, states, err := m.Allow(context.Background(), KeyIdentity("acme"), ls, nil)
+	if err != nil || !d.Allowed {
+		t.Fatalf("next request: %+v %v", d, err)
+	}
+	if d.Delay != time.Minute {
+		t.Errorf("next request's Delay %v, want 1m0s: the cancelled request kept its place in the queue", d.Delay)
+	}
+	if day := states[1]; day.Remaining != 98 {
+		t.Errorf("the day limit has %d left, want 98: the cancelled request's unit was kept", day.Remaining)
 	}
 }

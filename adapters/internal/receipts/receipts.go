@@ -7,8 +7,21 @@ package receipts
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
 )
+
+// Queues reports whether alg may admit with a Delay (the leaky bucket as a
+// queue). A request it admitted can still give up while it waits, so a
+// door keeps the charge's receipt, to give the place back, even for a
+// layer that no later layer could refuse.
+func Queues(alg core.Algorithm) bool {
+	switch alg.(type) {
+	case algorithm.LeakyBucket, *algorithm.LeakyBucket:
+		return true
+	}
+	return false
+}
 
 // Set is the receipts of one request, each with the index of its layer's
 // outcome in the door's own list. The zero Set is empty and ready. It
