@@ -27,10 +27,16 @@ func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
 // route is the route c matched, or "" when the router found none for its
 // method (a 405, the automatic OPTIONS reply, a 404), for which echo still
 // sets a path: keyed by route, each made-up method would make a key of its
-// own for a request that serves nothing.
+// own for a request that serves nothing. A not-found route (RouteNotFound:
+// the catch-alls a Group with middleware registers, "/api" and "/api/*",
+// or an application's own) is no route either: keyed by its path, every
+// client's unknown paths under it would share one key.
 func route(c *echo.Context) string {
-	switch c.RouteInfo().Name {
-	case echo.MethodNotAllowedRouteName, echo.NotFoundRouteName:
+	ri := c.RouteInfo()
+	switch {
+	case ri.Method == echo.RouteNotFound:
+		return ""
+	case ri.Name == echo.MethodNotAllowedRouteName, ri.Name == echo.NotFoundRouteName:
 		return ""
 	}
 	return c.Path()

@@ -41,3 +41,37 @@ func TestNoRouteForTheMethodIsNoRoute(t *testing.T) {
 		}
 	}
 }
+
+// A group with middleware registers catch-all not-found routes ("/api" and
+// "/api/*") so that its middleware runs for unknown paths under it, and
+// an application may register not-found routes of its own: a request that
+// reaches one matched no route. Keyed by route, every client's unknown
+// paths would share the catch-all's key.
+func TestNotFoundRouteIsNoRoute(t *testing.T) {
+	var seen []string
+	p := nethttp.MustPolicy(nethttp.Config{
+		Layers: []nethttp.Layer{{Limiter: adaptertest.Window(t, "route", 100, time.Minute), Key: nethttp.Route}},
+		Skip:   func(q *nethttp.Request) bool { seen = append(seen, q.Route); return false },
+	})
+	e := echo.New()
+	g := e.Group("/api", sluiceecho.Middleware(p))
+	g.GET("/items", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	g.GET("/files/*", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.RouteNotFound("/app/*", func(c *echo.Context) error { return c.NoContent(http.StatusNotFound) }, sluiceecho.Middleware(p))
+	for _, c := range []struct {
+		method, path, route string
+	}{
+		{"GET", "/api/items", "/api/items"},
+		{"GET", "/api/files/a/b", "/api/files/*"},
+		{"GET", "/api/nope", ""},
+		{"PUT", "/api/x", ""},
+		{"GET", "/api", ""},
+		{"GET", "/app/nope", ""},
+	} {
+		seen = seen[:0]
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(c.method, c.path, nil))
+		if len(seen) != 1 || seen[0] != c.route {
+			t.Errorf("%s %s: the policy saw routes %q, want [%q]", c.method, c.path, seen, c.route)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package echov4
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/nethttp"
@@ -12,9 +15,13 @@ import (
 // without calling next; otherwise it calls next, releasing concurrency
 // leases when next returns or panics.
 func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
+	// One pointer for the closures to hold: echo applies a route's
+	// middleware for each request, and each word they capture is a
+	// request's allocation.
+	rc := &routeCache{p: p}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			a, ok := p.Admit(c.Response(), c.Request(), route(c), values{c})
+			a, ok := rc.p.Admit(c.Response(), c.Request(), rc.route(c), values{c})
 			if !ok {
 				return nil
 			}
@@ -26,14 +33,111 @@ func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
 
 // route is the route c matched, or "" when the router found none for its
 // method (a 405, the automatic OPTIONS reply), for which echo still sets a
-// path: keyed by route, each made-up method would make a key of its own for
-// a request that serves nothing. The router marks that case with the Allow
-// header's methods in the context.
-func route(c echo.Context) string {
+// path: keyed by route, each made-up method would make a key of its own
+// for a request that serves nothing. The router marks that case with the
+// Allow header's methods in the context. A not-found route (RouteNotFound:
+// the catch-alls a Group with middleware registers, "/api" and "/api/*",
+// or an application's own) is no route either: keyed by its path, every
+// client's unknown paths under it would share one key. echo v4 does not
+// say which kind of route matched, so the middleware keeps a table of the
+// Echo's routes (routeTable).
+func (rc *routeCache) route(c echo.Context) string {
 	if c.Get(echo.ContextKeyHeaderAllow) != nil {
 		return ""
 	}
-	return c.Path()
+	path := c.Path()
+	if path == "" {
+		return ""
+	}
+	e := c.Echo()
+	if e == nil {
+		return path
+	}
+	mp := methodPath{c.Request().Method, path}
+	t := rc.table(e)
+	if t == nil || !t.served[mp] {
+		// A not-found route's path, or one the table does not know: the
+		// routes may have changed since the table was made. echo has no
+		// cheaper sign of it than their number, which costs a slice of
+		// them: only a request that serves nothing pays it.
+		if n := routeCount(e); t == nil || n != t.count {
+			t = rc.rebuild(e, n)
+		}
+	}
+	// A route that serves the method at the path is the one the router
+	// chose: it prefers it to a not-found route of the same path.
+	if t.notFound[path] && !t.served[mp] {
+		return ""
+	}
+	return path
+}
+
+// methodPath is a route's method and path.
+type methodPath struct{ method, path string }
+
+// routeTable is what a middleware knows of one Echo's routes, on every
+// host's router: the method and path of each route that serves, and the
+// paths of the not-found routes.
+type routeTable struct {
+	served   map[methodPath]bool
+	notFound map[string]bool
+	count    int // the routes it was made of
+}
+
+// routeCache holds the route tables of the Echos a middleware has served,
+// at most maxTables of them (an application has one or two; tests make
+// many, which must not be kept alive for ever). Read without a lock.
+type routeCache struct {
+	p      *nethttp.Policy // the middleware's
+	mu     sync.Mutex
+	tables atomic.Pointer[map[*echo.Echo]*routeTable] // never changed once stored
+}
+
+const maxTables = 8
+
+func (rc *routeCache) table(e *echo.Echo) *routeTable {
+	if m := rc.tables.Load(); m != nil {
+		return (*m)[e]
+	}
+	return nil
+}
+
+// rebuild makes e's table anew from its n routes.
+func (rc *routeCache) rebuild(e *echo.Echo, n int) *routeTable {
+	t := &routeTable{served: map[methodPath]bool{}, notFound: map[string]bool{}, count: n}
+	add := func(routes []*echo.Route) {
+		for _, r := range routes {
+			if r.Method == echo.RouteNotFound {
+				t.notFound[r.Path] = true
+			} else {
+				t.served[methodPath{r.Method, r.Path}] = true
+			}
+		}
+	}
+	add(e.Router().Routes())
+	for _, r := range e.Routers() {
+		add(r.Routes())
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	next := make(map[*echo.Echo]*routeTable, maxTables)
+	if m := rc.tables.Load(); m != nil && len(*m) < maxTables {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	next[e] = t
+	rc.tables.Store(&next)
+	return t
+}
+
+// routeCount is the number of e's routes, on every host's router.
+func routeCount(e *echo.Echo) int {
+	n := len(e.Router().Routes())
+	for _, r := range e.Routers() {
+		n += len(r.Routes())
+	}
+	return n
 }
 
 // New is nethttp.NewPolicy followed by Middleware.

@@ -41,3 +41,53 @@ func TestNoRouteForTheMethodIsNoRoute(t *testing.T) {
 		}
 	}
 }
+
+// A group with middleware registers catch-all not-found routes ("/api" and
+// "/api/*") so that its middleware runs for unknown paths under it, and
+// an application may register not-found routes of its own: a request that
+// reaches one matched no route. Keyed by route, every client's unknown
+// paths would share the catch-all's key. Routes added after the first
+// request are known too.
+func TestNotFoundRouteIsNoRoute(t *testing.T) {
+	var seen []string
+	p := nethttp.MustPolicy(nethttp.Config{
+		Layers: []nethttp.Layer{{Limiter: adaptertest.Window(t, "route", 100, time.Minute), Key: nethttp.Route}},
+		Skip:   func(q *nethttp.Request) bool { seen = append(seen, q.Route); return false },
+	})
+	mw := sluiceecho.Middleware(p)
+	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
+	e := echo.New()
+	g := e.Group("/api", mw)
+	g.GET("/items", ok)
+	g.GET("/files/*", ok)
+	e.RouteNotFound("/app/*", func(c echo.Context) error { return c.NoContent(http.StatusNotFound) }, mw)
+	check := func(method, path, route string) {
+		t.Helper()
+		seen = seen[:0]
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, path, nil))
+		if len(seen) != 1 || seen[0] != route {
+			t.Errorf("%s %s: the policy saw routes %q, want [%q]", method, path, seen, route)
+		}
+	}
+	check("GET", "/api/items", "/api/items")
+	check("GET", "/api/files/a/b", "/api/files/*")
+	check("GET", "/api/nope", "")
+	check("PUT", "/api/x", "")
+	check("GET", "/api", "")
+	check("GET", "/app/nope", "")
+	// Served before, a not-found path, then a route there.
+	g.GET("", ok)
+	g.PUT("/*", ok)
+	check("GET", "/api", "/api")
+	check("PUT", "/api/x", "/api/*")
+	check("GET", "/api/nope", "")
+	// Another Echo behind the same middleware has routes of its own.
+	e2 := echo.New()
+	e2.Group("/api", mw).GET("/*", ok)
+	seen = seen[:0]
+	e2.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/nope", nil))
+	if len(seen) != 1 || seen[0] != "/api/*" {
+		t.Errorf("second Echo, GET /api/nope: the policy saw routes %q, want [\"/api/*\"]", seen)
+	}
+	check("GET", "/api/nope", "")
+}
