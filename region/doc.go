@@ -46,7 +46,9 @@
 // their read, so it has stopped using its share Hold + P before anyone may
 // take it: a partition cannot double-spend a share. A region that returns
 // finds its share held by others; it is handed back as they cut and their
-// holds run out (Hold + 2·P or so), never by a burst above L.
+// holds run out (for an aligned hold, the end of the window of the cut
+// plus P; then the raise waits for its next sync: 2.5–4 s with the
+// README's timing), never by a burst above L.
 //
 // Slack: every region enforces the whole of L locally, with no
 // coordination: coarse abuse protection at local cost, admitting up to
@@ -121,6 +123,13 @@
 // holds its floor meanwhile, and the split is made again once the reports
 // are back. TestCoordinatorDataLossKeepsTheLimit loses every report in the
 // middle of a window; without the rule that window admitted 130 of 100.
+// For the same reason a region that finds no report of its own at its
+// first sync (a first start, or a restart after the coordinator lost its
+// report) claims the whole limit until its hold ends: a process of it may
+// have enforced any allowance before, which its store's windows still
+// count (TestRestartAfterCoordinatorDataLossKeepsTheLimit: 138 of 100
+// without it). A fleet that starts together holds its floors for that
+// long, as it does for the lease after each region is made.
 //
 // The aligned hold ends at the end of a window by this region's clock,
 // plus P for the skew between it and its store's: the bound takes each

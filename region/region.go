@@ -90,7 +90,8 @@ type Config struct {
 	// Synced, ignored otherwise.
 	Coordinator store.Store
 	// SyncPeriod is how often Run syncs with the coordinator. Default 1 s;
-	// at least 1 ms.
+	// at least 1 ms. It, Hold and LeasePeriods are read by the synced mode
+	// only: Static and Slack ignore them, whatever their values.
 	SyncPeriod time.Duration
 	// Hold is how long a region keeps its claim on the largest allowance
 	// it enforced, after lowering it, before another region may have it.

@@ -518,6 +518,51 @@ func TestCoordinatorDataLossKeepsTheLimit(t *testing.T) {
 	}
 }
 
+// A region restarted after the coordinator lost its report cannot read
+// what it claimed before, which its regional store's window still
+// counts: it must claim the whole limit until its hold ends, as the
+// others count a report that vanished, and not only its floor.
+func TestRestartAfterCoordinatorDataLossKeepsTheLimit(t *testing.T) {
+	const limit = 100
+	var coord *flushable
+	s := newSim(t, region.Synced, limit, 2, func(c *region.Config) {
+		if coord == nil {
+			coord = &flushable{clk: c.Clock}
+			coord.flush()
+		}
+		c.Coordinator = coord
+	})
+	s.run(3500*time.Millisecond, func(i int, _ time.Duration) float64 {
+		if i == 0 {
+			return 300
+		}
+		return 0
+	})
+	if got := s.regions[0].Allowance(); got < 80 {
+		t.Fatalf("r0's allowance %d before the restart", got)
+	}
+	coord.flush()
+	r, err := region.New(s.cfgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.regions[0] = r
+	s.run(2500*time.Millisecond, func(i int, _ time.Duration) float64 {
+		if i == 1 {
+			return 300
+		}
+		return 0
+	})
+	for w, a := range s.admitted {
+		if got := s.total(w); got > limit {
+			t.Errorf("window %d: admitted %d > limit %d (%v)", w, got, limit, a)
+		}
+	}
+	if got := s.regions[1].Allowance(); got < 80 {
+		t.Errorf("r1's allowance %d two seconds after the restart, want most of the limit", got)
+	}
+}
+
 // deadCoordinator is a coordination store whose every call fails.
 type deadCoordinator struct{}
 

@@ -500,7 +500,8 @@ func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
 	w.err, m.restarted = nil, 0
 	m.claim = max(m.allowance, m.held)
 	var seq uint64
-	if own != nil {
+	switch {
+	case own != nil:
 		seq = own.Seq
 		if m.first {
 			// A restarted region: what it claimed before may still be
@@ -508,6 +509,16 @@ func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
 			m.restarted = own.Claim
 			m.claim = max(m.claim, own.Claim)
 		}
+	case m.first:
+		// No report of its own: a first start, or a restart after the
+		// coordinator lost the report (restarted empty, flushed,
+		// evicted). What a process of this region enforced before may
+		// still be counted in its store's windows, and nobody can read
+		// it any more: it is unknown, any up to the whole limit, as the
+		// others count a report that vanished. Claimed until the hold
+		// ends, so that they keep to their floors meanwhile.
+		m.restarted = r.limit
+		m.claim = r.limit
 	}
 	timing := r.timings()
 	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used, Timing: &timing})
