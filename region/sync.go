@@ -98,8 +98,11 @@ func (r *Region) Status() View {
 // Run syncs every SyncPeriod until ctx ends, and returns ctx.Err(). Each
 // Sync is bounded by the time the region keeps its allowance without one
 // (LeasePeriods·SyncPeriod − Hold − the longer of SyncPeriod and the
-// limiter's Timeout): a slower one could not help. It returns at once, nil,
-// unless the mode is Synced. A failed Sync is retried at the next period;
+// limiter's Timeout): a slower one could not help. When ctx ends during a
+// Sync, Run returns once the coordinator's call under way does: at once on
+// a store that returns at a cancellation, else at that call's answer or
+// the Sync's bound (store/redis's Update waits for the round trip under
+// way). It returns at once, nil, unless the mode is Synced. A failed Sync is retried at the next period;
 // the region keeps its allowance meanwhile, as Sync says; Config.OnSyncError
 // hears why it failed.
 func (r *Region) Run(ctx context.Context) error {

@@ -30,6 +30,11 @@ return 0`)
 // failed swap (also core.ErrOutcomeUnknown unless the failure proves the
 // swap did not run; a swap is never sent twice), too many lost swaps
 // (core.ErrContention), or ctx's end.
+//
+// Unlike RunScript, Update does not return at ctx's cancellation before
+// the round trip under way ends (by ctx's deadline at the latest): the
+// mutation it applies between the GET and the swap is its caller's, which
+// a call abandoned on a goroutine would go on using after it returned.
 func (s *Store) Update(ctx context.Context, key store.Key, m store.Mutation) error {
 	if err := s.ready("update"); err != nil {
 		return err
