@@ -143,6 +143,16 @@ func TestConformanceMemory(t *testing.T) {
 	}
 }
 
+// The embedded Redis expires keys on the wall clock, as a Redis does, so
+// the suite's expiry checks pass on it too.
+func TestConformanceEmbedded(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "embedded", "--run", "Expiry|gcra", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "--- PASS: TestConformance/generic/Expiry ") {
+		t.Fatalf("Expiry did not pass on the generic path:\n%s", out)
+	}
+}
+
 func TestConformanceRedis(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr, "--run", "gcra")

@@ -51,6 +51,9 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Keys expire on the wall clock, as on a Redis (miniredis's
+		// default moves TTLs only when a test fast-forwards them).
+		m.ClockTTL(true)
 		b, err := urlBackend(ctx, "redis://"+m.Addr())
 		if err != nil {
 			m.Close()
