@@ -158,7 +158,12 @@
 //     clock) admits there, which the ManualClock checks, whose states live
 //     for hours, cannot see. A store too slow to ask the questions in time
 //     fails it. A store that drops states later, or that does not lengthen
-//     its TTLs by the clock skew it declares, can pass.
+//     its TTLs by the clock skew it declares, can pass. Beside it, a key per
+//     algorithm under one per 400 ms must be denied at its second request:
+//     a store that keeps TTLs in whole seconds and rounds a state's under a
+//     second down to none admits every request there (an error only when
+//     its 20 admissions came within the 400 ms, so that a slow store
+//     cannot fail it).
 //   - LongTTL (with a TTLInspector, once per path): a key drained under a
 //     policy of 2 a day is kept, by the backend's count, at least as long
 //     as its denial's RetryAfter (less the time since, and a second for a

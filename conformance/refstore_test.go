@@ -23,6 +23,10 @@ type refStore struct {
 	// zero, caps it; the faults below use them.
 	ttlScale float64
 	ttlCap   time.Duration
+	// seconds truncates every TTL to whole seconds, and writes nothing for
+	// one under a second, as a store with an expires-at column in seconds
+	// might.
+	seconds bool
 	// skew is the clock skew it declares (refSkew when zero), and addSkew
 	// lengthens every TTL by it, as a store on the limiters' clocks does.
 	skew    time.Duration
@@ -64,6 +68,11 @@ func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time
 	}
 	if s.ttlCap != 0 {
 		ttl = min(ttl, s.ttlCap)
+	}
+	if s.seconds {
+		if ttl = ttl.Truncate(time.Second); ttl <= 0 {
+			return
+		}
 	}
 	s.m[k] = refEntry{clone(next), now.Add(ttl)}
 }

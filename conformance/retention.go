@@ -45,13 +45,41 @@ func checkRetention(t testing.TB, h Harness, algs []core.Algorithm, script bool)
 		}
 	}
 	p := core.Policy{Name: "retention", Limit: 1, Window: window, MaxDelay: time.Microsecond, LeaseTTL: window}
+	short := core.Policy{Name: "retention-short", Limit: 1, Window: retentionShort, MaxDelay: time.Microsecond, LeaseTTL: retentionShort}
 	var wg sync.WaitGroup
 	for _, e := range pathEnvs(h, algs, script, p) {
 		l, other := e.limiter(t, drainer, p, nil), e.limiter(t, asker, p, nil)
 		id := identity(t, l)
 		wg.Go(func() { retain(t, e, l, other, id, window) })
 	}
+	for _, e := range pathEnvs(h, algs, script, short) {
+		l := e.limiter(t, drainer, short, nil)
+		id := identity(t, l)
+		wg.Go(func() { retainShort(t, e, l, id) })
+	}
 	wg.Wait()
+}
+
+// retentionShort is the window of the check's second policy: its states
+// live less than a second.
+const retentionShort = 400 * time.Millisecond
+
+// retainShort drains id under a policy whose states live less than a
+// second: the first denial must come at the second request. A store that
+// keeps TTLs in whole seconds and rounds such a state's down to none (an
+// expires-at column, a conversion in the wrong unit) writes nothing, and
+// admits every request: unlimited, which the main policy's long window
+// never shows. Only a drain of drainLimit admissions made within one
+// window is an error: on a store slower than that, a correct one admits
+// them too.
+func retainShort(t testing.TB, e *env, l *core.Limiter, id string) {
+	start := time.Now()
+	d, _, ok := drain(t, e, l, id)
+	if ok && d.Allowed && time.Since(start) < retentionShort {
+		t.Errorf("%s: OVER-ADMISSION: %d requests in a row were admitted within %v under a limit of 1 per %v: "+
+			"the store kept no state whose TTL is under a second (rounded down to whole seconds?)",
+			e.alg.Name(), drainLimit, time.Since(start).Round(time.Millisecond), retentionShort)
+	}
 }
 
 // retain drains id through l and asks other for it while the denial runs.
