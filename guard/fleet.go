@@ -379,6 +379,24 @@ func (s *scaled) Step(state []byte, now, n int64, p *core.Policy) ([]byte, time.
 	return s.alg.Step(state, now, n, q)
 }
 
+// Mark and Refund give back units of alg's share (core.Refunder) when alg
+// can refund, and nothing otherwise: a pre-filter's Receipt, refunded with
+// the store's charge (core.Limiter.Charge), so that it does not go on
+// refusing what the store got back.
+func (s *scaled) Mark(d core.Decision, at int64, p *core.Policy) int64 {
+	if r, ok := s.alg.(core.Refunder); ok {
+		return r.Mark(d, at, s.policy(p))
+	}
+	return 0
+}
+
+func (s *scaled) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	if r, ok := s.alg.(core.Refunder); ok {
+		return r.Refund(state, now, at, mark, n, s.policy(p))
+	}
+	return nil, 0, 0
+}
+
 // policy returns p's share of a fleet of the current size, built once per
 // size.
 func (s *scaled) policy(p *core.Policy) *core.Policy {

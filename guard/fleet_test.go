@@ -201,6 +201,49 @@ func TestPreFilterIsSizedToTheFleet(t *testing.T) {
 	}
 }
 
+// A refund gives a PreFilter its units back: charges that a later check
+// refused and refunded leave the pre-filter with room for what the store
+// admits, for every rate algorithm.
+func TestPreFilterIsRefunded(t *testing.T) {
+	for _, alg := range []core.Algorithm{algorithm.FixedWindow{}, algorithm.SlidingCounter{}, algorithm.SlidingLog{}, algorithm.GCRA{}, algorithm.TokenBucket{}, algorithm.LeakyBucket{}} {
+		t.Run(alg.Name(), func(t *testing.T) {
+			mem := memory.New(nil)
+			t.Cleanup(func() { _ = mem.Close() })
+			f := newFleet(t, &guard.FleetOptions{Size: 2})
+			global := core.PerMinute("api", 10)
+			pf, err := guard.PreFilter(core.Config{Policy: global, Algorithm: alg, Store: mem}, f, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newFlaky() // not InProcess: the pre-filter applies
+			t.Cleanup(func() { _ = s.mem.Close() })
+			l, err := core.New(core.Config{Policy: global, Algorithm: alg, Store: s, PreFilter: pf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 30 {
+				d, rc, err := l.Charge(ctx, "a", 1)
+				if err != nil || !d.Allowed || rc == nil {
+					t.Fatalf("charge %d: %+v, receipt %v, %v; want admitted (each is refunded)", i, d, rc, err)
+				}
+				if _, err := rc.Refund(ctx, 1); err != nil {
+					t.Fatalf("refund %d: %v", i, err)
+				}
+			}
+			admitted := 0
+			for range 10 {
+				if d, _ := l.Allow(ctx, "a"); d.Allowed {
+					admitted++
+				}
+			}
+			if admitted < 9 {
+				t.Errorf("after 30 refunded charges, %d of 10 admitted; want the store's limit, the pre-filter's units given back", admitted)
+			}
+		})
+	}
+}
+
 // A Fleet not made by NewFleet, a nil store pointer and a huge
 // MaxInstances are refused or bounded, not panics.
 func TestFleetBadInput(t *testing.T) {
