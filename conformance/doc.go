@@ -185,6 +185,15 @@
 //     charges that hold no more than the smallest quota, and a refusal
 //     reporting each limit that would have admitted as it stands
 //     (Uncharged).
+//   - Processes (with Capabilities.Processes, once per path): the test
+//     binary runs again, three times at once (-test.run naming the test
+//     that called Run), each process with a client and a Limiter per
+//     algorithm, 60 calls each on one key, started together: what they
+//     admit in all is exactly the quota of 20. Every other check's fleet is
+//     in one process, where a lock that holds only within a process hides a
+//     race; this one is not. A harness declares Processes only when
+//     NewStore in another process reaches the same backend (a server the
+//     test is given through the environment, not one it starts itself).
 //
 // # Limits
 //

@@ -65,6 +65,14 @@ type Capabilities struct {
 	// decision reads the server's clock, since its generic path decides on
 	// each instance's clock. FastClock runs either way.
 	OneClock bool
+	// Processes declares that NewStore, called in another OS process
+	// running the same test, reaches the same backend: a server the test
+	// is given (not an in-process store, nor one the test starts itself).
+	// The suite then adds Processes, which runs the test binary again,
+	// three times at once, and holds what they admit on one key to the
+	// quota: the only check whose fleet is not in one process, where a
+	// lock that holds only within a process would hide a race.
+	Processes bool
 }
 
 // Inspector is implemented by harnesses that can look into the backend

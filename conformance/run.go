@@ -27,8 +27,16 @@ import (
 // its own. Clients are made once per algorithm rather than once per check
 // because connecting is among the dearest things the suite does (a cluster
 // client costs as much as dozens of decisions). Run uses no t.Parallel, so
-// the harness need not be safe for concurrent use.
+// the harness need not be safe for concurrent use. In a process that the
+// Processes check started (the test binary run again, with the test that
+// called Run selected), Run makes one client, decides its share of the
+// check's calls and returns, running nothing else: the test should do
+// nothing after Run that the check's processes must not.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	test, ordinal := t.Name(), runOrdinal(t.Name())
+	if asProcess(t, ordinal, newHarness) {
+		return // a process of a Processes check: it did its part, or had none here
+	}
 	caps := newHarness(t).Capabilities()
 	algs := caps.Algorithms
 	if algs == nil {
@@ -59,6 +67,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			for _, c := range pathChecks {
 				t.Run(c.name, func(t *testing.T) { c.fn(t, newHarness(t), algs, script) })
 			}
+			t.Run("Processes", func(t *testing.T) { checkProcesses(t, test, ordinal, newHarness(t), algs, script) })
 		})
 	}
 }
@@ -139,7 +148,7 @@ func CheckNames() (perAlgorithm, perPath []string) {
 	for _, c := range pathChecks {
 		perPath = append(perPath, c.name)
 	}
-	return perAlgorithm, perPath
+	return perAlgorithm, append(perPath, "Processes")
 }
 
 func pathsOf(c Capabilities) []bool {

@@ -39,7 +39,7 @@ func (h *harness) NewStore(t testing.TB) store.Store {
 // so the fleet's clock skew is declared (see the package doc for what it
 // costs each algorithm).
 func (h *harness) Capabilities() conformance.Capabilities {
-	return conformance.Capabilities{ClockSkew: time.Second}
+	return conformance.Capabilities{ClockSkew: time.Second, Processes: true}
 }
 
 // Exists and TTL read the key the Store would use for key

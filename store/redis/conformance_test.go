@@ -28,7 +28,7 @@ func (h harness) NewStore(t testing.TB) store.Store {
 }
 
 func (harness) Capabilities() conformance.Capabilities {
-	return conformance.Capabilities{Scripts: true, ClockSkew: time.Second}
+	return conformance.Capabilities{Scripts: true, ClockSkew: time.Second, Processes: true}
 }
 
 // Exists and TTL read the key through a client of the harness's own

@@ -44,7 +44,7 @@ func (h harness) NewStore(t testing.TB) store.Store {
 }
 
 func (harness) Capabilities() conformance.Capabilities {
-	return conformance.Capabilities{Scripts: true, ClockSkew: valkey.DefaultClockSkew}
+	return conformance.Capabilities{Scripts: true, ClockSkew: valkey.DefaultClockSkew, Processes: true}
 }
 
 // Exists and TTL read the key through the harness's own client
