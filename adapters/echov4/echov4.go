@@ -40,7 +40,8 @@ func Middleware(p *nethttp.Policy) echo.MiddlewareFunc {
 // or an application's own) is no route either: keyed by its path, every
 // client's unknown paths under it would share one key. echo v4 does not
 // say which kind of route matched, so the middleware keeps a table of the
-// Echo's routes (routeTable).
+// routes of the router that served the request (routeTable): the Echo's,
+// or its e.Host router for the request's host.
 func (rc *routeCache) route(c echo.Context) string {
 	if c.Get(echo.ContextKeyHeaderAllow) != nil {
 		return ""
@@ -53,15 +54,23 @@ func (rc *routeCache) route(c echo.Context) string {
 	if e == nil {
 		return path
 	}
-	mp := methodPath{c.Request().Method, path}
-	t := rc.table(e)
+	req := c.Request()
+	router := e.Router()
+	if hosts := e.Routers(); len(hosts) > 0 {
+		if r, ok := hosts[req.Host]; ok { // the router echo chose (Echo.ServeHTTP)
+			router = r
+		}
+	}
+	mp := methodPath{req.Method, path}
+	t := rc.table(router)
 	if t == nil || !t.served[mp] {
 		// A not-found route's path, or one the table does not know: the
 		// routes may have changed since the table was made. echo has no
 		// cheaper sign of it than their number, which costs a slice of
 		// them: only a request that serves nothing pays it.
-		if n := routeCount(e); t == nil || n != t.count {
-			t = rc.rebuild(e, n)
+		routes := router.Routes()
+		if t == nil || len(routes) != t.count {
+			t = rc.rebuild(router, routes)
 		}
 	}
 	// A route that serves the method at the path is the one the router
@@ -75,69 +84,55 @@ func (rc *routeCache) route(c echo.Context) string {
 // methodPath is a route's method and path.
 type methodPath struct{ method, path string }
 
-// routeTable is what a middleware knows of one Echo's routes, on every
-// host's router: the method and path of each route that serves, and the
-// paths of the not-found routes.
+// routeTable is what a middleware knows of one router's routes: the method
+// and path of each route that serves, and the paths of the not-found
+// routes.
 type routeTable struct {
 	served   map[methodPath]bool
 	notFound map[string]bool
 	count    int // the routes it was made of
 }
 
-// routeCache holds the route tables of the Echos a middleware has served,
-// at most maxTables of them (an application has one or two; tests make
-// many, which must not be kept alive for ever). Read without a lock.
+// routeCache holds the route tables of the routers a middleware has
+// served, at most maxTables of them (an application has one, or one a
+// host; tests make many Echos, which must not be kept alive for ever).
+// Read without a lock.
 type routeCache struct {
 	p      *nethttp.Policy // the middleware's
 	mu     sync.Mutex
-	tables atomic.Pointer[map[*echo.Echo]*routeTable] // never changed once stored
+	tables atomic.Pointer[map[*echo.Router]*routeTable] // never changed once stored
 }
 
-const maxTables = 8
+const maxTables = 64
 
-func (rc *routeCache) table(e *echo.Echo) *routeTable {
+func (rc *routeCache) table(r *echo.Router) *routeTable {
 	if m := rc.tables.Load(); m != nil {
-		return (*m)[e]
+		return (*m)[r]
 	}
 	return nil
 }
 
-// rebuild makes e's table anew from its n routes.
-func (rc *routeCache) rebuild(e *echo.Echo, n int) *routeTable {
-	t := &routeTable{served: map[methodPath]bool{}, notFound: map[string]bool{}, count: n}
-	add := func(routes []*echo.Route) {
-		for _, r := range routes {
-			if r.Method == echo.RouteNotFound {
-				t.notFound[r.Path] = true
-			} else {
-				t.served[methodPath{r.Method, r.Path}] = true
-			}
+// rebuild makes r's table anew from its routes.
+func (rc *routeCache) rebuild(r *echo.Router, routes []*echo.Route) *routeTable {
+	t := &routeTable{served: map[methodPath]bool{}, notFound: map[string]bool{}, count: len(routes)}
+	for _, rt := range routes {
+		if rt.Method == echo.RouteNotFound {
+			t.notFound[rt.Path] = true
+		} else {
+			t.served[methodPath{rt.Method, rt.Path}] = true
 		}
-	}
-	add(e.Router().Routes())
-	for _, r := range e.Routers() {
-		add(r.Routes())
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	next := make(map[*echo.Echo]*routeTable, maxTables)
+	next := make(map[*echo.Router]*routeTable, maxTables)
 	if m := rc.tables.Load(); m != nil && len(*m) < maxTables {
 		for k, v := range *m {
 			next[k] = v
 		}
 	}
-	next[e] = t
+	next[r] = t
 	rc.tables.Store(&next)
 	return t
-}
-
-// routeCount is the number of e's routes, on every host's router.
-func routeCount(e *echo.Echo) int {
-	n := len(e.Router().Routes())
-	for _, r := range e.Routers() {
-		n += len(r.Routes())
-	}
-	return n
 }
 
 // New is nethttp.NewPolicy followed by Middleware.

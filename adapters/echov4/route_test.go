@@ -1,6 +1,7 @@
 package echov4_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -90,4 +91,30 @@ func TestNotFoundRouteIsNoRoute(t *testing.T) {
 		t.Errorf("second Echo, GET /api/nope: the policy saw routes %q, want [\"/api/*\"]", seen)
 	}
 	check("GET", "/api/nope", "")
+
+	// A host's router has routes of its own: a route on one does not make
+	// the other's not-found route a route.
+	e.Host("other.example").GET("/api/*", ok)
+	check("GET", "/api/nope2", "")
+	h2 := e.Host("h2.example", mw)
+	h2.GET("/known", ok)
+	e.Host("h3.example", mw).RouteNotFound("/only/*", func(c echo.Context) error { return c.NoContent(http.StatusNotFound) })
+	e.GET("/only/*", ok, mw)
+	check("GET", "/only/x", "/only/*")
+	for _, c := range []struct{ url, route string }{
+		{"http://h2.example/known", "/known"},
+		{"http://h2.example/nope", ""},
+		{"http://h3.example/only/x", ""},
+		{"http://other.example/api/x", ""}, // no middleware on that host's route
+	} {
+		seen = seen[:0]
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", c.url, nil))
+		want := []string{c.route}
+		if c.url == "http://other.example/api/x" {
+			want = nil
+		}
+		if fmt.Sprintf("%q", seen) != fmt.Sprintf("%q", want) {
+			t.Errorf("GET %s: the policy saw routes %q, want %q", c.url, seen, want)
+		}
+	}
 }
