@@ -180,3 +180,47 @@ func TestLeakyBucketQuotaOfAnInvalidPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A refund gives a queued charge's place back only while nothing queued
+// behind it: the starts already given stay one interval apart. Queue A, B
+// and C behind a first request at one instant (T = 100 ms, B = 1); B's
+// refund gives nothing (C holds the start after it); C's gives its whole
+// place, and the next request is given C's start, not B's.
+func TestLeakyBucketRefundKeepsTheQueueShaped(t *testing.T) {
+	p := &core.Policy{Name: "q", Limit: 10, Window: time.Second, Burst: 1, MaxDelay: time.Second}
+	lb := LeakyBucket{}
+	const now = int64(1_700_000_000_000_000)
+	var state []byte
+	type charge struct {
+		at, mark int64
+		d        core.Decision
+	}
+	take := func(at int64) charge {
+		t.Helper()
+		next, _, d := lb.Step(state, at, 1, p)
+		if !d.Allowed {
+			t.Fatalf("charge at %d refused: %+v", at, d)
+		}
+		state = next
+		return charge{at, lb.Mark(d, at, p), d}
+	}
+	take(now) // starts at once
+	take(now) // A: 100 ms
+	b := take(now)
+	c := take(now)
+	if b.d.Delay != 200*time.Millisecond || c.d.Delay != 300*time.Millisecond {
+		t.Fatalf("delays %v and %v, want 200ms and 300ms", b.d.Delay, c.d.Delay)
+	}
+	at := now + 20_000 // the refunds come 20 ms later
+	if next, _, k := lb.Refund(state, at, b.at, b.mark, 1, p); next != nil || k != 0 {
+		t.Fatalf("B's refund with C queued behind it: %d units back, want none", k)
+	}
+	next, _, k := lb.Refund(state, at, c.at, c.mark, 1, p)
+	if next == nil || k != 1 {
+		t.Fatalf("C's refund, last in the queue: %d units back, want its place", k)
+	}
+	state = next
+	if _, _, d := lb.Step(state, at, 1, p); !d.Allowed || d.Delay != 280*time.Millisecond {
+		t.Fatalf("the next request: %+v, want admitted to start at C's start (280ms from now)", d)
+	}
+}

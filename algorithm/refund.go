@@ -15,12 +15,16 @@ import (
 //   - fixed window, sliding counter, calendar: the units go back only into
 //     the window (period) the charge was counted in, and only while it is
 //     still the key's newest one; at most the units it holds;
-//   - token bucket, GCRA, leaky bucket: the full (theoretical arrival,
-//     drain) time moves back by the time of the charge that still lies
-//     ahead of now, where the charge left it (the mark is that time right
-//     after the charge) and also had it started at the charge's own time
-//     (a refund of an earlier charge moves the later ones back, which
-//     their marks do not know), never before now: tokens go back, never
+//   - leaky bucket: the charge's place in the queue goes back, what lies
+//     ahead of now of it, only while no later charge queued behind it (a
+//     shaped queue keeps the starts it gave: a place handed on from the
+//     middle of it would start two requests together);
+//   - token bucket, GCRA: the full time (the theoretical arrival time)
+//     moves back by the time of the charge that still lies ahead of now,
+//     where the charge left it (the mark is that time right after the
+//     charge) and also had it started at the charge's own time (a refund
+//     of an earlier charge moves the later ones back, which their marks
+//     do not know), never before now: tokens go back, never
 //     above Burst, and only as many as the charge still withholds, for a
 //     charge whose bucket has since refilled past it has less, or nothing,
 //     to give back; the units reported are that time rounded up to whole
@@ -106,11 +110,33 @@ func (GCRA) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
 	return at + int64(d.ResetAfter/time.Microsecond)
 }
 
-// Refund moves the drain time back by the time of the charge that still
-// lies ahead of now (mark: at most the drain time right after the charge;
-// see timedRefund), never before now.
-func (LeakyBucket) Refund(state []byte, now, at, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
-	return timedRefund(state, now, at, mark, n, p, lbDecode, lbEncode)
+// Refund gives a charge's place in the queue back, whole, but only while
+// no later charge queued behind it: the drain time is still within an
+// interval of the mark (the drain right after the charge, less at most M
+// mod T). The queue is shaped: each admitted request starts at the time
+// its Delay said, one interval after the one before it. A place with
+// requests queued behind it cannot go back: a new request would be given
+// it while they keep the starts they were given, and two would start
+// together. Such a refund gives back nothing (the place stays empty, as
+// when its request had started and ended at once). The drain time moves
+// back by what lies ahead of now of the place, never before now, and the
+// units reported are that time in intervals, rounded up. Since no later
+// charge can be refunded while this one is queued under it, the drain
+// holds exactly the charge's place, and no further bound is needed (see
+// timedRefund for the other buckets').
+func (LeakyBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	t := p.IntervalMicros()
+	now = bkClamp(now)
+	drain, ok := lbDecode(state)
+	if !ok || drain <= now || n < 1 || mark <= now || drain-mark >= t {
+		return nil, 0, 0
+	}
+	x := min(n*t, mark-now, drain-now)
+	if x <= 0 {
+		return nil, 0, 0
+	}
+	drain -= x
+	return lbEncode(state, drain), core.Micros(max(drain-now, 1)), (x + t - 1) / t
 }
 
 // Mark is a lower bound of the drain time right after the charge

@@ -51,9 +51,11 @@ var ErrNotRefunded = errors.New("sluice: nothing to refund")
 // refunds more units than were charged, however often Refund is called.
 //
 // What a refund keeps. A window's refund (fixed window, sliding counter,
-// sliding log, calendar) gives the units back whole. A bucket's (GCRA,
-// token bucket, leaky bucket) gives back the charge's time less the time
-// since the charge, δ (about a round trip on a network store): it cannot
+// sliding log, calendar) gives the units back whole. The leaky bucket's
+// gives the charge's place in its queue back whole, but nothing once a
+// later charge queued behind it: a shaped queue keeps the starts it gave
+// one interval apart. The other buckets' (GCRA, token bucket) give back
+// the charge's time less the time since the charge, δ (about a round trip on a network store): it cannot
 // tell whether another caller's charge stacked on the refunded one
 // meanwhile, and giving back more could then admit more than had the
 // charge never happened. So each refund leaves δ of debt on the key, which

@@ -117,8 +117,9 @@
 // codes.Canceled or codes.DeadlineExceeded, its leases are released, and
 // the handler never runs. Unless Config.NoRefund, its rate layers get
 // their units back as on a refusal, the leaky bucket's place in its queue
-// included, also when that layer is the last: less the time it waited, as
-// a bucket's refund is (core.Receipt).
+// included, also when that layer is the last: whole, if no later call
+// queued behind it, and otherwise nothing, since the starts the queue gave
+// stay one interval apart (algorithm.LeakyBucket's Refund).
 //
 // # When the store cannot decide
 //

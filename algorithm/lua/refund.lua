@@ -50,18 +50,9 @@ local function counted(key, n, start, stop)
 	return r
 end
 
--- A time that moves back by the time of the charge the key still owes
--- (timedRefund in refund.go): at most its n intervals, what lies ahead of
--- now of them where the charge left them (mark) and had they started at
--- at (a refund of an earlier charge may have moved them back, never to
--- before at), and what the key holds. The units are that time in
--- intervals, rounded up (the token bucket's full time, GCRA's TAT, the
--- leaky bucket's drain).
-local function timed(key, n, iv, mark)
-	local t = getint(key)
-	if not t or t <= now or t > MAXTIME or mark <= now then return 0 end
-	local x = math.min(n * iv, mark - now, t - now, math.min(math.max(at, 0), MAXNOW) + n * iv - now)
-	if x <= 0 then return 0 end
+-- Move the time t that key holds back by x, and return x in intervals,
+-- rounded up.
+local function moveback(key, t, x, iv)
 	local r = idiv(x + iv - 1, iv)
 	local t2 = t - x
 	if t2 == now then
@@ -70,6 +61,32 @@ local function timed(key, n, iv, mark)
 		redis.call('SET', key, int(t2), 'PX', int(idiv(t2 - now + 999, 1000)))
 	end
 	return r
+end
+
+-- A time that moves back by the time of the charge the key still owes
+-- (timedRefund in refund.go): at most its n intervals, what lies ahead of
+-- now of them where the charge left them (mark) and had they started at
+-- at (a refund of an earlier charge may have moved them back, never to
+-- before at), and what the key holds (the token bucket's full time,
+-- GCRA's TAT).
+local function timed(key, n, iv, mark)
+	local t = getint(key)
+	if not t or t <= now or t > MAXTIME or mark <= now then return 0 end
+	local x = math.min(n * iv, mark - now, t - now, math.min(math.max(at, 0), MAXNOW) + n * iv - now)
+	if x <= 0 then return 0 end
+	return moveback(key, t, x, iv)
+end
+
+-- The leaky bucket's place in its queue (LeakyBucket.Refund in
+-- refund.go): whole, what lies ahead of now of it, but only while no later
+-- charge queued behind it (the drain within an interval of mark), since a
+-- shaped queue keeps the starts it gave.
+local function queued(key, n, iv, mark)
+	local t = getint(key)
+	if not t or t <= now or t > MAXTIME or mark <= now or t - mark >= iv then return 0 end
+	local x = math.min(n * iv, mark - now, t - now)
+	if x <= 0 then return 0 end
+	return moveback(key, t, x, iv)
 end
 
 -- The sliding log: lower the member of instant at by up to n units, and
@@ -206,8 +223,10 @@ for i = 1, k do
 		elseif id == 1 then -- fixed window
 			local start = idiv(math.min(math.max(at, 0), MAXNOW), window) * window
 			r = counted(key, n, start, start + window)
-		elseif id == 4 or id == 5 or id == 6 then -- token bucket, GCRA, leaky bucket
+		elseif id == 4 or id == 5 then -- token bucket, GCRA
 			r = timed(key, n, iv, mark)
+		elseif id == 6 then -- leaky bucket
+			r = queued(key, n, iv, mark)
 		elseif id == 7 then -- calendar: the period charged is [c1, c2)
 			r = counted(key, n, tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]))
 		end
