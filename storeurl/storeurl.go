@@ -78,7 +78,9 @@
 // none: the memory store's memory follows its live keys, not max_keys.
 //
 // Open makes no network call, except for valkey: go-redis and gomemcache
-// connect on first use, while valkey-go connects when its client is made, so
+// connect on first use (but go-redis dials min_idle_conns connections in
+// the background as soon as its client is made, and redials them when they
+// fail), while valkey-go connects when its client is made, so
 // an unreachable valkey fails Open with an error matching
 // core.ErrUnavailable (never ErrBadURL), as does a memcached host that does
 // not resolve; a valkey URL Open cannot open is refused before it
@@ -438,6 +440,9 @@ func (p *params) done() error {
 	return nil
 }
 
+// maxHostName is the longest host name DNS allows.
+const maxHostName = 253
+
 // hosts splits u.Host ("h1:p1,h2:p2") into host:port addresses, giving
 // each the default port when it has none.
 func hosts(u *url.URL, defaultPort string) ([]string, error) {
@@ -459,6 +464,9 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		}
 		if host == "" {
 			return nil, fmt.Errorf("no host in %q", hp)
+		}
+		if len(host) > maxHostName {
+			return nil, fmt.Errorf("a host name of %d bytes: a name is at most %d", len(host), maxHostName)
 		}
 		if ip, _, _ := strings.Cut(host, "%"); strings.HasPrefix(hp, "[") && net.ParseIP(ip) == nil {
 			return nil, fmt.Errorf("bad IPv6 address %q in %q", host, hp)

@@ -529,10 +529,36 @@ func TestLongURLErrorIsShort(t *testing.T) {
 	if !errors.Is(err, storeurl.ErrBadURL) || len(err.Error()) > 600 {
 		t.Errorf("Open of a 1 MiB URL: a %d-byte error (matching ErrBadURL: %v), want a short one", len(err.Error()), errors.Is(err, storeurl.ErrBadURL))
 	}
-	// A host that does not resolve is the store's error, not the URL's.
 	if _, err := storeurl.Open("memcache://" + strings.Repeat("a", 1<<20) + ":11211"); err == nil || len(err.Error()) > 600 {
 		t.Errorf("Open of a 1 MiB memcached host: a %d-byte error, want a short one", len(fmt.Sprint(err)))
 	}
+}
+
+// A host name longer than DNS allows (253 bytes) is refused as the URL's
+// mistake, on every scheme, before a client carries it in every message.
+func TestHostNameTooLong(t *testing.T) {
+	long := strings.Repeat("a", 254)
+	for _, u := range []string{
+		"redis://" + long + ":6379",
+		"redis+cluster://127.0.0.1:7000," + long + ":7001",
+		"redis+sentinel://" + long + ":26379/m",
+		"valkey://" + long + ":6379",
+		"memcache://127.0.0.1:11211," + long + ":11212",
+	} {
+		b, err := storeurl.Open(u)
+		if err == nil {
+			b.Close()
+		}
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "253") {
+			t.Errorf("Open(%.40q…): %v; want ErrBadURL saying a host name is at most 253 bytes", u, err)
+		}
+	}
+	// 253 is still a name.
+	b, err := storeurl.Open("redis://" + strings.Repeat("a", 253) + ":6379")
+	if err != nil {
+		t.Fatalf("a 253-byte host: %v", err)
+	}
+	b.Close()
 }
 
 // Close may be called from several goroutines at once: each returns, the
