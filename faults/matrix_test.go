@@ -201,7 +201,8 @@ func runCell(t *testing.T, f fault, sk storeKind) []row {
 		addrs, direct = []string{e.px.Addr}, []string{e.srv.Addr}
 	}
 	var opens atomic.Int64
-	br := guard.NewBreaker(sk.open(t, addrs, f.cluster), &guard.BreakerOptions{
+	raw := sk.open(t, addrs, f.cluster)
+	br := guard.NewBreaker(raw, &guard.BreakerOptions{
 		OnStateChange: func(_ string, _, to guard.State) {
 			if to == guard.Open {
 				opens.Add(1)
@@ -228,9 +229,10 @@ func runCell(t *testing.T, f fault, sk storeKind) []row {
 			ws = append(ws, w)
 		}
 	}
+	ctx := context.Background()
+	warmUp(t, raw, workers*len(modes))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	ctx := context.Background()
 	for wi, w := range ws {
 		mi := slices.Index(modes, w.mode)
 		wg.Go(func() {
@@ -404,6 +406,34 @@ func classify(c *call, m core.FailureMode, d core.Decision, err error, ev core.E
 	c.failed = true
 	c.fast = errors.Is(storeErr, guard.ErrOpen)
 	c.unknown = errors.Is(storeErr, core.ErrOutcomeUnknown)
+}
+
+// warmUp makes n callers' worth of the store's connections before the
+// healthy phase counts failures: a client dials on first use, and on a
+// loaded machine go-redis's handshake (HELLO, CLIENT SETINFO) and a
+// cluster's slot map can outlast the 100 ms Timeout, which the README
+// documents. The calls go on keys of their own, around the breaker, until
+// each caller has had an answer from every node (30 keys) or 5 s passed.
+func warmUp(t testing.TB, s store.Store, n int) {
+	t.Helper()
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "warm-up", Limit: 1_000_000, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}, Store: s, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for i := 0; i < 30 && time.Now().Before(deadline); {
+				if _, err := l.Allow(context.Background(), fmt.Sprint("w", i)); err == nil {
+					i++
+				} else {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func newMatrixLimiter(t testing.TB, s store.Store, m core.FailureMode, observe func(core.Event)) *core.Limiter {
