@@ -350,7 +350,7 @@ func (h cliHarness) NewStore(t testing.TB) store.Store {
 // Capabilities: a store shared over the network tolerates --clock-skew
 // between instances; the in-process memory store has one clock.
 func (h cliHarness) Capabilities() conformance.Capabilities {
-	c := conformance.Capabilities{Scripts: h.b.Scripts}
+	c := conformance.Capabilities{Scripts: h.b.Scripts, Processes: h.b.Remote}
 	if h.b.Shared {
 		c.ClockSkew = h.skew
 	} else {

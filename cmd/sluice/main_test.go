@@ -143,6 +143,24 @@ func TestConformanceMemory(t *testing.T) {
 	}
 }
 
+// The command's own copies decide one key from three more processes
+// (conformance's Processes check) on a server, and skip it on the
+// embedded Redis, which each process would start anew.
+func TestConformanceProcesses(t *testing.T) {
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+testenv.RedisAddr(t), "--run", "Processes", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	for _, path := range []string{"generic", "script"} {
+		if !strings.Contains(out, "--- PASS: TestConformance/"+path+"/Processes ") {
+			t.Errorf("Processes did not pass on the %s path:\n%s", path, out)
+		}
+	}
+	code, out, errOut = sluice(t, "conformance", "--store", "embedded", "--run", "Processes", "-v")
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "--- SKIP: TestConformance/generic/Processes ") {
+		t.Errorf("Processes was not skipped on the embedded Redis:\n%s", out)
+	}
+}
+
 // The embedded Redis expires keys on the wall clock, as a Redis does, so
 // the suite's expiry checks pass on it too.
 func TestConformanceEmbedded(t *testing.T) {

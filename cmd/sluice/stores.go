@@ -27,9 +27,13 @@ const dialTimeout = 2 * time.Second
 // independent client of it (each instance of a fleet has its own); the
 // returned func closes that client.
 type backend struct {
-	Name     string
-	Scripts  bool // a Redis-protocol store: decisions run the Lua twins
-	Shared   bool // state is shared across clients (false for memory)
+	Name    string
+	Scripts bool // a Redis-protocol store: decisions run the Lua twins
+	Shared  bool // state is shared across clients (false for memory)
+	// Remote says another process opening the same --store reaches the same
+	// state: a server, not memory nor the embedded Redis (each process
+	// would start its own).
+	Remote   bool
 	NewStore func() (store.Store, func(), error)
 	Close    func()
 	inspect  *inspect.Reader // nil: the command cannot look into the backend
@@ -61,6 +65,7 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 		}
 		closeB := b.Close
 		b.Name = "embedded Redis (miniredis " + m.Addr() + ")"
+		b.Remote = false
 		b.Close = func() { closeB(); m.Close() }
 		return b, nil
 	}
@@ -234,6 +239,7 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	}
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }, inspect: inspectorOf(first.Store)}
 	b.Scripts = b.Shared && first.Scheme != "memcache"
+	b.Remote = b.Shared
 	if !b.Shared {
 		b.NewStore = func() (store.Store, func(), error) { return first.Store, func() {}, nil }
 		return b, nil
