@@ -68,22 +68,31 @@ type processResult struct {
 	Errors    []string
 }
 
-// runs counts the calls of Run per test name, in this process: the parent
-// and its processes count alike, so a process finds the Run the parent
-// meant when one test calls it more than once.
+// runs counts the calls of Run in each run of a test (a *testing.T): the
+// parent and its processes count alike, so a process finds the Run the
+// parent meant when one test calls it more than once. Per run, not per
+// name: under -count=2 the parent's second run counts from 1 again, as
+// its processes (-test.count=1) do.
 var runs struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  map[*testing.T]int
 }
 
-func runOrdinal(name string) int {
+func runOrdinal(t *testing.T) int {
 	runs.mu.Lock()
 	defer runs.mu.Unlock()
 	if runs.n == nil {
-		runs.n = map[string]int{}
+		runs.n = map[*testing.T]int{}
 	}
-	runs.n[name]++
-	return runs.n[name]
+	if runs.n[t] == 0 {
+		t.Cleanup(func() {
+			runs.mu.Lock()
+			defer runs.mu.Unlock()
+			delete(runs.n, t)
+		})
+	}
+	runs.n[t]++
+	return runs.n[t]
 }
 
 // asProcess reports whether this test binary runs as one of a Processes
@@ -198,11 +207,28 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 		signal func() error
 		out    *strings.Builder
 		ready  chan struct{}
-		done   chan struct{}
+		done   chan struct{} // its output read to the end
+		waited bool
 	}
 	procs := make([]*proc, processCount)
+	wait := func(pr *proc) error {
+		<-pr.done
+		pr.waited = true
+		return pr.cmd.Wait()
+	}
+	// Whatever ends the check, no process outlives it: each is killed
+	// (the context) and reaped. One whose parent dies without this (a
+	// -test.timeout panic) ends by its own -test.timeout.
+	defer func() {
+		cancel()
+		for _, pr := range procs {
+			if pr != nil && !pr.waited {
+				_ = wait(pr)
+			}
+		}
+	}()
 	for i := range procs {
-		cmd := exec.CommandContext(ctx, exe, "-test.run="+runPattern(test), "-test.count=1")
+		cmd := exec.CommandContext(ctx, exe, "-test.run="+runPattern(test), "-test.count=1", "-test.timeout="+processTimeout.String())
 		cmd.Env = append(os.Environ(), processEnv+"="+string(v))
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -241,7 +267,7 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 		select {
 		case <-pr.ready:
 		case <-pr.done:
-			_ = pr.cmd.Wait()
+			_ = wait(pr)
 			t.Fatalf("process %d ended before it was ready (%v):\n%s", i, pr.cmd.ProcessState, tail(pr.out.String()))
 		case <-ctx.Done():
 			t.Fatalf("process %d was not ready within %v", i, processTimeout)
@@ -255,8 +281,7 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 	total := map[string]int64{}
 	contended := 0
 	for i, pr := range procs {
-		<-pr.done
-		werr := pr.cmd.Wait()
+		werr := wait(pr)
 		var res *processResult
 		for _, line := range strings.Split(pr.out.String(), "\n") {
 			if r, ok := strings.CutPrefix(line, processResultPrefix); ok {

@@ -108,7 +108,7 @@ func processesTest(t *testing.T, processLocal bool) *recorder {
 		t.Setenv(dirEnv, dir)
 	}
 	h := fileHarness{fileStore{dir: dir, processLocal: processLocal}}
-	test, ordinal := t.Name(), runOrdinal(t.Name())
+	test, ordinal := t.Name(), runOrdinal(t)
 	if asProcess(t, ordinal, func(*testing.T) Harness { return h }) {
 		return nil
 	}

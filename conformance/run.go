@@ -33,7 +33,7 @@ import (
 // check's calls and returns, running nothing else: the test should do
 // nothing after Run that the check's processes must not.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
-	test, ordinal := t.Name(), runOrdinal(t.Name())
+	test, ordinal := t.Name(), runOrdinal(t)
 	if asProcess(t, ordinal, newHarness) {
 		return // a process of a Processes check: it did its part, or had none here
 	}
