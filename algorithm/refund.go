@@ -45,6 +45,7 @@ var (
 	_ core.Refunder = TokenBucket{}
 	_ core.Refunder = GCRA{}
 	_ core.Refunder = LeakyBucket{}
+	_ core.Remarker = LeakyBucket{}
 	_ core.Refunder = Calendar{}
 	_ core.Refunder = SlidingLog{}
 )
@@ -137,6 +138,13 @@ func (LeakyBucket) Refund(state []byte, now, _, mark, n int64, p *core.Policy) (
 	}
 	drain -= x
 	return lbEncode(state, drain), core.Micros(max(drain-now, 1)), (x + t - 1) / t
+}
+
+// Remark is the mark of what is left of a charge after k of its units
+// were refunded (core.Remarker): its place ends k intervals earlier, so a
+// charge that queued behind the rest is seen.
+func (LeakyBucket) Remark(mark, k int64, p *core.Policy) int64 {
+	return mark - k*p.IntervalMicros()
 }
 
 // Mark is a lower bound of the drain time right after the charge

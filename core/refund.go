@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,16 @@ import (
 type Refunder interface {
 	Mark(d Decision, at int64, p *Policy) int64
 	Refund(state []byte, now, at, mark, n int64, p *Policy) (next []byte, ttl time.Duration, refunded int64)
+}
+
+// Remarker is implemented by a Refunder whose mark must follow the units a
+// receipt gave back (the leaky bucket's, whose refund compares its queue's
+// drain time with the charge's place, Mark, to tell whether a later charge
+// queued behind it). Remark returns the mark of what is left of a charge
+// after k more of its units were refunded; a Receipt refunded in parts
+// passes it to the next Refund.
+type Remarker interface {
+	Remark(mark, k int64, p *Policy) int64
 }
 
 // RefundScripted is implemented by algorithms whose Refund has a Lua twin
@@ -73,8 +84,9 @@ type Receipt struct {
 	limits   *Limits
 	identity string
 	at       int64
-	mark     int64   // a Limiter's charge: its algorithm's Mark
-	marks    []int64 // a Multi's: each limit's Mark
+	markMu   sync.Mutex // guards mark and marks, which Remarker moves
+	mark     int64      // a Limiter's charge: its algorithm's Mark
+	marks    []int64    // a Multi's: each limit's Mark
 	n        int64
 	resets   uint64   // its Limiter's or Multi's Resets when it charged
 	pre      *Receipt // the pre-filter's charge (Config.PreFilter), refunded with it
@@ -325,6 +337,21 @@ func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error
 	ctx, cancel := l.deadline(ctx)
 	defer cancel()
 	key := store.Key{Namespace: l.ns, Identity: r.identity}
+	r.markMu.Lock()
+	mark := r.mark
+	r.markMu.Unlock()
+	k, err := l.refundAt(ctx, key, r, mark, n)
+	if rm, ok := l.alg.(Remarker); ok && err == nil && k > 0 {
+		r.markMu.Lock()
+		r.mark = rm.Remark(r.mark, k, &l.p)
+		r.markMu.Unlock()
+	}
+	return k, err
+}
+
+// refundAt refunds n of r's units at key, mark being what is left of the
+// charge's.
+func (l *Limiter) refundAt(ctx context.Context, key store.Key, r *Receipt, mark, n int64) (int64, error) {
 	if l.runner != nil {
 		ms, _ := l.alg.(RefundScripted)
 		mr, _ := l.cfg.Store.(store.MultiScriptRunner)
@@ -333,7 +360,7 @@ func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error
 			now = scriptNow(l.now())
 		}
 		var argBuf [15]int64
-		args := append(ms.AppendMultiArgs(append(argBuf[:0], now, 1, r.at), &l.p, r.at, n), r.mark)
+		args := append(ms.AppendMultiArgs(append(argBuf[:0], now, 1, r.at), &l.p, r.at, n), mark)
 		keys := [1]store.Key{key}
 		var replyBuf [1]int64
 		reply, err := mr.RunMultiScript(ctx, ms.MultiRefundScript(), keys[:], args, replyBuf[:0])
@@ -343,7 +370,7 @@ func (l *Limiter) refund(ctx context.Context, r *Receipt, n int64) (int64, error
 		return reply[0], nil
 	}
 	rm := &refundMutation{now: l.now(), at: r.at, n: n, clock: l.now}
-	rm.one = &refundLimit{alg: l.alg.(Refunder), p: &l.p, mark: r.mark}
+	rm.one = &refundLimit{alg: l.alg.(Refunder), p: &l.p, mark: mark}
 	if err := l.cfg.Store.Update(ctx, key, rm); err != nil {
 		return 0, err
 	}
@@ -442,6 +469,18 @@ func (m *Multi) refund(ctx context.Context, r *Receipt, n int64) (int64, error) 
 	defer cancel()
 	ls := r.limits
 	refunded := make([]int64, len(ls.ls))
+	r.markMu.Lock()
+	marks := slices.Clone(r.marks)
+	r.markMu.Unlock()
+	defer func() {
+		r.markMu.Lock()
+		defer r.markMu.Unlock()
+		for i := range ls.ls {
+			if rm, ok := ls.ls[i].alg.(Remarker); ok && refunded[i] > 0 {
+				r.marks[i] = rm.Remark(r.marks[i], refunded[i], &ls.ls[i].p)
+			}
+		}
+	}()
 	if m.runner != nil && ls.script != nil {
 		var rs *store.Script
 		for i := range ls.ls {
@@ -463,7 +502,7 @@ func (m *Multi) refund(ctx context.Context, r *Receipt, n int64) (int64, error) 
 		for i := range ls.ls {
 			l := &ls.ls[i]
 			keys[i] = store.Key{Namespace: ns[i], Identity: r.identity}
-			args = append(l.ms.AppendMultiArgs(args, &l.p, r.at, n), r.marks[i])
+			args = append(l.ms.AppendMultiArgs(args, &l.p, r.at, n), marks[i])
 		}
 		reply, err := m.runner.RunMultiScript(ctx, rs, keys, args, nil)
 		if err != nil || len(reply) != len(ls.ls) {
@@ -471,7 +510,7 @@ func (m *Multi) refund(ctx context.Context, r *Receipt, n int64) (int64, error) 
 		}
 		copy(refunded, reply)
 	} else {
-		rm := &refundMutation{now: m.now(), at: r.at, n: n, clock: m.now, ls: ls, marks: r.marks, refunded: refunded}
+		rm := &refundMutation{now: m.now(), at: r.at, n: n, clock: m.now, ls: ls, marks: marks, refunded: refunded}
 		if err := m.cfg.Store.Update(ctx, store.Key{Namespace: m.ns, Identity: r.identity}, rm); err != nil {
 			return 0, err
 		}
