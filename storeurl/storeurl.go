@@ -75,7 +75,10 @@
 // pipeline_read_buffer_size and pipeline_write_buffer_size 0 to 16777216
 // (16 MiB); pipelines and max_batch 1 to 10000; memcache's max_idle_conns
 // 1 to 10000; memory's shards 1 to 65536. max_keys and max_attempts have
-// none: the memory store's memory follows its live keys, not max_keys.
+// none: the memory store's memory follows its live keys, not max_keys. A
+// host name (in the URL's hosts and in addr parameters) is at most 253
+// bytes, as DNS allows, and a Sentinel master name at most 256: each goes
+// into the store's Name and its client's messages.
 //
 // Open makes no network call, except for valkey: go-redis and gomemcache
 // connect on first use (but go-redis dials min_idle_conns connections in
@@ -258,6 +261,15 @@ func Open(rawURL string) (*Backend, error) {
 	// The client libraries keep one of a parameter given twice, which
 	// leaves the other a setting the deployment believes it made. addr is
 	// go-redis's list of more hosts.
+	for _, a := range q["addr"] {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			host = a
+		}
+		if len(host) > maxHostName {
+			return nil, bad("parameter addr: a host name of %d bytes: a name is at most %d", len(host), maxHostName)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		if n := len(q[name]); n > 1 && name != "addr" {
 			return nil, bad("parameter %s is given %d times", name, n)
@@ -440,8 +452,13 @@ func (p *params) done() error {
 	return nil
 }
 
-// maxHostName is the longest host name DNS allows.
-const maxHostName = 253
+// maxHostName is the longest host name DNS allows, and maxMasterName the
+// longest Sentinel master name Open takes: either goes into the store's
+// Name and into its client's messages.
+const (
+	maxHostName   = 253
+	maxMasterName = 256
+)
 
 // hosts splits u.Host ("h1:p1,h2:p2") into host:port addresses, giving
 // each the default port when it has none.
@@ -778,6 +795,9 @@ func openSentinel(u *url.URL, q url.Values) (*Backend, error) {
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if parts[0] == "" || len(parts) > 2 {
 		return nil, fmt.Errorf("want %s://host:port[,host:port…]/<master name>[/<db>]", u.Scheme)
+	}
+	if len(parts[0]) > maxMasterName {
+		return nil, fmt.Errorf("a master name of %d bytes: at most %d", len(parts[0]), maxMasterName)
 	}
 	if _, ok := q["master_name"]; ok {
 		return nil, errors.New("the master's name is the URL's path, not a master_name parameter")

@@ -544,6 +544,8 @@ func TestHostNameTooLong(t *testing.T) {
 		"redis+sentinel://" + long + ":26379/m",
 		"valkey://" + long + ":6379",
 		"memcache://127.0.0.1:11211," + long + ":11212",
+		"redis+cluster://127.0.0.1:7000?addr=" + long + ":7001",
+		"redis+sentinel://127.0.0.1:26379/m?addr=" + long + ":26380",
 	} {
 		b, err := storeurl.Open(u)
 		if err == nil {
@@ -552,6 +554,12 @@ func TestHostNameTooLong(t *testing.T) {
 		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "253") {
 			t.Errorf("Open(%.40q…): %v; want ErrBadURL saying a host name is at most 253 bytes", u, err)
 		}
+	}
+	if b, err := storeurl.Open("redis+sentinel://127.0.0.1:26379/" + strings.Repeat("m", 257)); err == nil {
+		b.Close()
+		t.Error("a master name of 257 bytes was taken")
+	} else if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "256") {
+		t.Errorf("a master name of 257 bytes: %v; want ErrBadURL saying at most 256", err)
 	}
 	// 253 is still a name.
 	b, err := storeurl.Open("redis://" + strings.Repeat("a", 253) + ":6379")
