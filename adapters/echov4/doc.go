@@ -22,7 +22,19 @@
 // not spend the address's quota) belong in one policy's Layers.
 //
 // Use it with e.Use or on groups and routes, not with e.Pre: before
-// routing, the route is unknown. A refused request is answered by the
+// routing, the route is unknown.
+//
+// A request that reaches a not-found route (the catch-alls "/api" and
+// "/api/*" that a Group with middleware registers, or e.RouteNotFound) has
+// no route: nethttp.Route keys it by its client. echo v4 does not say
+// which kind of route matched, so the middleware keeps a table of the
+// routes of the router that served the request, found by the request's
+// Host as echo finds it (e.Host routers). An e.Pre middleware that
+// changes the request's Host makes echo route by the Host it had before,
+// and the middleware read the table of the new one: with e.Host routers
+// whose routes differ at one path, such a request can be keyed by client
+// where it matched a route, or by route where it matched none. Package
+// echo (v5) names the matched route and has no such case. A refused request is answered by the
 // policy and the middleware returns nil, so echo's error handler does not
 // write a second response.
 package echov4
