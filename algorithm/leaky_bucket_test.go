@@ -224,3 +224,30 @@ func TestLeakyBucketRefundKeepsTheQueueShaped(t *testing.T) {
 		t.Fatalf("the next request: %+v, want admitted to start at C's start (280ms from now)", d)
 	}
 }
+
+// A refund at the instant of its charge gives the whole place back, also
+// when MaxDelay is not a whole number of intervals (the mark is the drain
+// time the charge left, exactly): the next request starts where the
+// refunded one would have.
+func TestLeakyBucketRefundGivesTheWholePlace(t *testing.T) {
+	lb := LeakyBucket{}
+	const now = int64(1_700_000_000_000_000)
+	for _, maxDelay := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, 190 * time.Millisecond, 250 * time.Millisecond} {
+		p := &core.Policy{Name: "q", Limit: 10, Window: time.Second, Burst: 1, MaxDelay: maxDelay}
+		var state []byte
+		for range 2 { // the first starts at once, the second is queued; each is refunded, and charged for good
+			next, _, d := lb.Step(state, now, 1, p)
+			if !d.Allowed {
+				t.Fatalf("MaxDelay %v: refused %+v", maxDelay, d)
+			}
+			refunded, _, k := lb.Refund(next, now, now, lb.Mark(d, now, p), 1, p)
+			if k != 1 {
+				t.Fatalf("MaxDelay %v: refund gave %d", maxDelay, k)
+			}
+			if _, _, again := lb.Step(refunded, now, 1, p); again.Delay != d.Delay {
+				t.Errorf("MaxDelay %v: after the refund of a request given %v, the next waits %v: the place came back in part", maxDelay, d.Delay, again.Delay)
+			}
+			state = next
+		}
+	}
+}

@@ -147,10 +147,12 @@ func (LeakyBucket) Remark(mark, k int64, p *core.Policy) int64 {
 	return mark - k*p.IntervalMicros()
 }
 
-// Mark is a lower bound of the drain time right after the charge
-// (ResetAfter leaves out MaxDelay mod Interval): a lower mark refunds less.
-func (LeakyBucket) Mark(d core.Decision, at int64, _ *core.Policy) int64 {
-	return at + int64(d.ResetAfter/time.Microsecond)
+// Mark is the drain time right after the charge, exactly: ResetAfter
+// leaves out MaxDelay mod Interval, which an admission's drain always
+// exceeds (it is at least one interval ahead of now), so it is added back.
+// With a lower mark the refund of a place would give back only part of it.
+func (LeakyBucket) Mark(d core.Decision, at int64, p *core.Policy) int64 {
+	return at + int64(d.ResetAfter/time.Microsecond) + p.MaxDelayMicros()%max(p.IntervalMicros(), 1)
 }
 
 // timedRefund moves the stored time tt back by x, the time of the charge
