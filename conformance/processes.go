@@ -42,7 +42,8 @@ const (
 	processCount      = 3
 	processGoroutines = 6
 	processCalls      = 60
-	// processTimeout bounds a process's whole life.
+	// processTimeout bounds a process's whole life, as does the test's
+	// own deadline when it comes sooner.
 	processTimeout = 2 * time.Minute
 )
 
@@ -200,7 +201,18 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), processTimeout)
+	// The processes live no longer than the test may (-test.timeout), nor
+	// than processTimeout.
+	life := processTimeout
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := dt.Deadline(); ok {
+			life = min(life, time.Until(dl))
+		}
+	}
+	if life < time.Second {
+		t.Fatalf("the test's deadline is %v away: too close to start the processes", life.Round(time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), life)
 	defer cancel()
 	type proc struct {
 		cmd    *exec.Cmd
@@ -218,7 +230,8 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 	}
 	// Whatever ends the check, no process outlives it: each is killed
 	// (the context) and reaped. One whose parent dies without this (a
-	// -test.timeout panic) ends by its own -test.timeout.
+	// -test.timeout panic, a kill) ends by its own -test.timeout, the
+	// parent's deadline.
 	defer func() {
 		cancel()
 		for _, pr := range procs {
@@ -228,7 +241,7 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 		}
 	}()
 	for i := range procs {
-		cmd := exec.CommandContext(ctx, exe, "-test.run="+runPattern(test), "-test.count=1", "-test.timeout="+processTimeout.String())
+		cmd := exec.CommandContext(ctx, exe, "-test.run="+runPattern(test), "-test.count=1", "-test.timeout="+life.String())
 		cmd.Env = append(os.Environ(), processEnv+"="+string(v))
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -270,7 +283,7 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 			_ = wait(pr)
 			t.Fatalf("process %d ended before it was ready (%v):\n%s", i, pr.cmd.ProcessState, tail(pr.out.String()))
 		case <-ctx.Done():
-			t.Fatalf("process %d was not ready within %v", i, processTimeout)
+			t.Fatalf("process %d was not ready within %v", i, life.Round(time.Millisecond))
 		}
 	}
 	for i, pr := range procs {
