@@ -509,6 +509,9 @@ func hostName(hp string) error {
 	if err != nil {
 		host = hp
 	}
+	if strings.Contains(host, ":") {
+		return fmt.Errorf("bad host %q: an IPv6 address goes in brackets, [::1]:6379", hp)
+	}
 	for _, c := range []byte(host) {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
 			return fmt.Errorf("bad host %q in %q", host, hp)

@@ -208,6 +208,15 @@ func TestHostListsTakeIPv6(t *testing.T) {
 	})
 }
 
+// A port may be left out of any host of a list, the last one too.
+func TestHostListsTakeDefaultPorts(t *testing.T) {
+	opensAs(t, []urlName{
+		{"memcache://127.0.0.1:1,localhost", "memcached 127.0.0.1:1,localhost:11211"},
+		{"redis+cluster://127.0.0.1:7000,localhost", "redis cluster 127.0.0.1:7000,localhost:6379"},
+		{"redis+cluster://localhost,127.0.0.1:7000", "redis cluster localhost:6379,127.0.0.1:7000"},
+	})
+}
+
 func TestErrorsHideThePassword(t *testing.T) {
 	for _, u := range []string{
 		"redis://admin:s3cr3t@127.0.0.1:6379?nope=1",

@@ -125,11 +125,12 @@ func maskQuery(s string) string {
 	return b.String()
 }
 
-// HostList takes out of rawURL a list of hosts that holds an IPv6 literal
-// ("[::1]:7000,[::1]:7001"), which url.Parse refuses as a host, and
-// returns rawURL with one placeholder host in its place, and the list, for
-// the caller to split and check. Any other rawURL is returned as it is,
-// with no list.
+// HostList takes out of rawURL a list of hosts ("h1:7000,h2:7001"),
+// which url.Parse reads as one host and refuses when it holds an IPv6
+// literal ("[::1]:7000,[::1]:7001") or when a host but the first has no
+// port ("h1:7000,h2": the port would be "7000,h2"), and returns rawURL
+// with one placeholder host in its place, and the list, for the caller to
+// split and check. Any other rawURL is returned as it is, with no list.
 func HostList(rawURL string) (parsed, list string) {
 	s := strings.Index(rawURL, "://")
 	if s < 0 {
@@ -144,7 +145,7 @@ func HostList(rawURL string) (parsed, list string) {
 		end = i + k
 	}
 	list = rawURL[i:end]
-	if !strings.Contains(list, ",") || !strings.Contains(list, "[") {
+	if !strings.Contains(list, ",") {
 		return rawURL, ""
 	}
 	return rawURL[:i] + "host-list" + rawURL[end:], list
