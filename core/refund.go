@@ -66,10 +66,11 @@ var ErrNotRefunded = errors.New("sluice: nothing to refund")
 // gives the charge's place in its queue back whole, but nothing once a
 // later charge queued behind it: a shaped queue keeps the starts it gave
 // one interval apart. The other buckets' (GCRA, token bucket) give back
-// the charge's time less the time since the charge, δ (about a round trip on a network store): it cannot
-// tell whether another caller's charge stacked on the refunded one
-// meanwhile, and giving back more could then admit more than had the
-// charge never happened. So each refund leaves δ of debt on the key, which
+// the charge's time less the time since the charge, δ (about a round trip
+// on a network store): it cannot tell whether another caller's charge
+// stacked on the refunded one meanwhile, and giving back more could then
+// admit more than had the charge never happened. So each refund leaves δ
+// of debt on the key, which
 // the refill pays back at one second a second: a key refunded r times a
 // second keeps r·δ seconds of debt a second, paid as it accrues while that
 // is below one (on Redis at δ ≈ 1 ms, about a thousand refunds a second on
