@@ -60,6 +60,10 @@ type processSpec struct {
 	Script  bool     // the path
 	ID      string   // the identity's prefix: each algorithm adds its name
 	Algs    []string // the algorithms, by name
+	// Deadline (Unix ns) is when the process must be gone, whatever it is
+	// doing: the parent's own deadline. Its -test.timeout says as much,
+	// but counts from its own start, later by the time it takes to start.
+	Deadline int64
 }
 
 // processResult is what a process reports.
@@ -108,6 +112,12 @@ func asProcess(t *testing.T, ordinal int, newHarness func(t *testing.T) Harness)
 		t.Fatalf("%s: %v", processEnv, err)
 	}
 	if spec.Test == t.Name() && spec.Ordinal == ordinal {
+		if spec.Deadline != 0 {
+			time.AfterFunc(time.Until(time.Unix(0, spec.Deadline)), func() {
+				fmt.Fprintln(os.Stderr, "sluice-conformance-process: the check's deadline passed")
+				os.Exit(2)
+			})
+		}
 		runProcess(t, newHarness(t), spec)
 	}
 	return true
@@ -197,10 +207,6 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 	if len(spec.Algs) == 0 {
 		t.Skip("no algorithm runs on this path")
 	}
-	v, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The processes live no longer than the test may (-test.timeout), nor
 	// than processTimeout.
 	life := processTimeout
@@ -211,6 +217,11 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 	}
 	if life < time.Second {
 		t.Fatalf("the test's deadline is %v away: too close to start the processes", life.Round(time.Millisecond))
+	}
+	spec.Deadline = time.Now().Add(life).UnixNano()
+	v, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), life)
 	defer cancel()

@@ -19,8 +19,9 @@
 //	valkeys://…                                  the same over TLS
 //	memcache://h1:p1[,h2:p2…]                    memcached servers (store/memcache)
 //
-// A port may be left out: 6379 for the Redis schemes, 26379 for a
-// Sentinel, 11211 for memcached. A host may be an IPv6 address in
+// A port may be left out of the URL's hosts: 6379 for the Redis schemes,
+// 26379 for a Sentinel, 11211 for memcached (not of an addr parameter's,
+// which go-redis reads and refuses without one). A host may be an IPv6 address in
 // brackets, alone or in a list ("[::1]:7000,[::1]:7001"). User information in a Sentinel URL
 // authenticates to the sentinels; the primary's own credentials are the
 // query parameters username and password. A user or password holding a
