@@ -102,9 +102,9 @@ func (r *Region) Status() View {
 // Sync, Run returns once the coordinator's call under way does: at once on
 // a store that returns at a cancellation, else at that call's answer or
 // the Sync's bound (store/redis's Update waits for the round trip under
-// way). It returns at once, nil, unless the mode is Synced. A failed Sync is retried at the next period;
-// the region keeps its allowance meanwhile, as Sync says; Config.OnSyncError
-// hears why it failed.
+// way). It returns at once, nil, unless the mode is Synced. A failed Sync
+// is retried at the next period; the region keeps its allowance meanwhile,
+// as Sync says; Config.OnSyncError hears why it failed.
 func (r *Region) Run(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil

@@ -21,9 +21,9 @@
 //
 // A port may be left out of the URL's hosts: 6379 for the Redis schemes,
 // 26379 for a Sentinel, 11211 for memcached (not of an addr parameter's,
-// which go-redis reads and refuses without one). A host may be an IPv6 address in
-// brackets, alone or in a list ("[::1]:7000,[::1]:7001"). User information in a Sentinel URL
-// authenticates to the sentinels; the primary's own credentials are the
+// which go-redis reads and refuses without one). A host may be an IPv6
+// address in brackets, alone or in a list ("[::1]:7000,[::1]:7001"). User
+// information in a Sentinel URL authenticates to the sentinels; the primary's own credentials are the
 // query parameters username and password. A user or password holding a
 // '#', '/' or '?' must %-escape it (%23, %2F, %3F): a URL parser ends the
 // user information at the first of them, and Open refuses the URL rather
