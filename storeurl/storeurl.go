@@ -267,8 +267,8 @@ func Open(rawURL string) (*Backend, error) {
 		if err != nil {
 			host = a
 		}
-		if len(host) > maxHostName {
-			return nil, bad("parameter addr: a host name of %d bytes: a name is at most %d", len(host), maxHostName)
+		if err := nameLength(host); err != nil {
+			return nil, bad("parameter addr: %s", err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(q)) {
@@ -483,8 +483,8 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 		if host == "" {
 			return nil, fmt.Errorf("no host in %q", hp)
 		}
-		if len(host) > maxHostName {
-			return nil, fmt.Errorf("a host name of %d bytes: a name is at most %d", len(host), maxHostName)
+		if err := nameLength(host); err != nil {
+			return nil, err
 		}
 		if ip, _, _ := strings.Cut(host, "%"); strings.HasPrefix(hp, "[") && net.ParseIP(ip) == nil {
 			return nil, fmt.Errorf("bad IPv6 address %q in %q", host, hp)
@@ -499,9 +499,18 @@ func hosts(u *url.URL, defaultPort string) ([]string, error) {
 	return out, nil
 }
 
+// nameLength refuses a host name longer than DNS allows.
+func nameLength(host string) error {
+	if len(host) > maxHostName {
+		return fmt.Errorf("a host name of %d bytes: a name is at most %d", len(host), maxHostName)
+	}
+	return nil
+}
+
 // hostName checks the name of one host of a list that url.Parse did not
-// read (see urlmask.HostList): letters, digits, '.', '-' and '_'. An address
-// in brackets is hosts' to check, as for every list.
+// read (see urlmask.HostList): letters, digits, '.', '-' and '_'. An
+// address, in brackets or not (which it refuses), is hosts' to check, as
+// for every list.
 func hostName(hp string) error {
 	if strings.HasPrefix(hp, "[") {
 		return nil
@@ -511,7 +520,7 @@ func hostName(hp string) error {
 		host = hp
 	}
 	if strings.Contains(host, ":") {
-		return fmt.Errorf("bad host %q: an IPv6 address goes in brackets, [::1]:6379", hp)
+		return nil
 	}
 	for _, c := range []byte(host) {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
