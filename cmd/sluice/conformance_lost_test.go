@@ -20,7 +20,8 @@ type cutProxy struct {
 	mu     sync.Mutex
 	conns  []net.Conn
 	cut    bool
-	silent atomic.Bool // forward nothing more, in either direction (Silence)
+	silent atomic.Bool  // forward nothing more, in either direction (Silence)
+	slow   atomic.Int64 // ns to hold the next accepted connection before dialing the server
 }
 
 // Silence makes the server silent, as a stopped process is: connections
@@ -62,6 +63,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			if err != nil {
 				return
 			}
+			time.Sleep(time.Duration(p.slow.Swap(0)))
 			s, err := net.Dial("tcp", target)
 			if err != nil || !p.track(c, s) {
 				c.Close()
@@ -112,14 +114,38 @@ func TestConformanceStoreLostMidRun(t *testing.T) {
 }
 
 // A store that goes silent during the suite, so that the suite does not
-// finish within --timeout, is unreachable (exit 3) too.
+// finish within --timeout, is unreachable (exit 3) too, and the command
+// gives up within --timeout, the probe that tells it so included.
 func TestConformanceStoreSilentMidRun(t *testing.T) {
 	p := newCutProxy(t, testenv.MemcacheAddrs(t)[0])
 	silence := time.AfterFunc(1500*time.Millisecond, p.Silence)
 	defer silence.Stop()
+	start := time.Now()
 	code, out, errOut := sluice(t, "conformance", "--store", "memcache://"+p.ln.Addr().String(), "--timeout", "5s")
+	took := time.Since(start)
 	wantCode(t, code, exitUnreachable, out, errOut)
+	// The slack is for the exit of the suite's process and its output.
+	if took > 5*time.Second+750*time.Millisecond {
+		t.Errorf("returned after %v, with --timeout 5s", took.Round(time.Millisecond))
+	}
 	if !strings.Contains(errOut, "stopped answering") {
 		t.Errorf("stderr does not say the store stopped answering:\n%s", errOut)
+	}
+}
+
+// --timeout bounds the whole command: a store slow to answer its first
+// call leaves the suite less time, not the command more.
+func TestConformanceTimeoutCountsFromStart(t *testing.T) {
+	p := newCutProxy(t, testenv.RedisAddr(t))
+	p.slow.Store(int64(1500 * time.Millisecond))
+	start := time.Now()
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+p.ln.Addr().String(), "--timeout", "4s")
+	took := time.Since(start)
+	wantCode(t, code, exitFailed, out, errOut)
+	if !strings.Contains(errOut, "--timeout") {
+		t.Errorf("stderr does not name --timeout:\n%s", errOut)
+	}
+	if took > 4*time.Second+750*time.Millisecond {
+		t.Errorf("returned after %v, with --timeout 4s", took.Round(time.Millisecond))
 	}
 }

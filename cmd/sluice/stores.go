@@ -186,15 +186,16 @@ func splitComma(s string) []string {
 }
 
 // unreachable says how the store named by who failed to answer: past the
-// command's dialTimeout (late), or within a timeout of its own, refused,
-// or with an error of its own (a wrong password, a cluster URL to a
-// server that is not one).
-func unreachable(who string, err error, late bool) error {
+// time the command gave it (late, after allowed: dialTimeout, or what was
+// left of --timeout), or within a timeout of its own, refused, or with an
+// error of its own (a wrong password, a cluster URL to a server that is
+// not one).
+func unreachable(who string, err error, late bool, allowed time.Duration) error {
 	var ne net.Error
 	var oe *net.OpError
 	switch {
 	case late || errors.Is(err, context.DeadlineExceeded):
-		return unreachableError{fmt.Errorf("%sdid not answer within %s: %w", who, dialTimeout, err)}
+		return unreachableError{fmt.Errorf("%sdid not answer within %s: %w", who, round(allowed), err)}
 	case errors.As(err, &ne) && ne.Timeout():
 		return unreachableError{fmt.Errorf("%sdid not answer in time: %w", who, err)}
 	case errors.As(err, &oe):
@@ -223,7 +224,7 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 		}
 		if err != nil {
 			// valkey-go connects in Open.
-			return nil, unreachable(urlmask.Mask(rawURL)+" ", err, false)
+			return nil, unreachable(urlmask.Mask(rawURL)+" ", err, false, dialTimeout)
 		}
 		return b, nil
 	}
@@ -231,11 +232,15 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	allowed := dialTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		allowed = min(allowed, time.Until(dl))
+	}
+	pctx, cancel := context.WithTimeout(ctx, allowed)
 	defer cancel()
 	if err := first.Ping(pctx); err != nil {
 		first.Close()
-		return nil, unreachable(first.Name+" ", err, pctx.Err() != nil)
+		return nil, unreachable(first.Name+" ", err, pctx.Err() != nil, allowed)
 	}
 	b := &backend{Name: first.Name, Shared: first.Scheme != "memory", Close: func() { first.Close() }, inspect: inspectorOf(first.Store)}
 	b.Scripts = b.Shared && first.Scheme != "memcache"
