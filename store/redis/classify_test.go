@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -198,6 +199,39 @@ func TestRejectedReplies(t *testing.T) {
 	} {
 		if got := rejected(tc.msg); got != tc.want {
 			t.Errorf("rejected(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
+}
+
+// TestSentinelNoPrimaryNotUnknown: a failover store whose sentinels cannot
+// name a primary (they do not know the master's name, or none of them
+// answers) fails in its dial, before any command was written. The
+// command did not run.
+func TestSentinelNoPrimaryNotUnknown(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		sentinels []string
+		master    string
+	}{
+		{"unknown master", []string{testenv.RedisSentinelAddr(t)}, "no-such-master"},
+		{"no sentinel answers", []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}, testenv.SentinelFailoverMaster},
+	} {
+		for _, noBatch := range []bool{false, true} {
+			// A pool of two: after two failed dials, go-redis answers
+			// with the last dial's error at once, rather than waiting
+			// for the deadline.
+			s := NewFailover(&goredis.FailoverOptions{MasterName: c.master, SentinelAddrs: c.sentinels, PoolSize: 2}, &Options{NoBatch: noBatch})
+			t.Cleanup(func() { _ = s.Close() })
+			lim, err := core.New(core.Config{Policy: core.Policy{Name: "np", Limit: 10, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: s, Timeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := lim.Allow(ctx, "a")
+				cancel()
+				wantKnown(t, fmt.Sprintf("%s, NoBatch %v, call %d", c.name, noBatch, i), err)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"net"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -39,7 +40,7 @@ func storeClient(c goredis.UniversalClient, onConnect func()) (goredis.Universal
 		if o := c.Options(); !safeClientOptions(o) {
 			n := clientOptions(o)
 			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
-			return goredis.NewClient(n), true, nil
+			return markDials(goredis.NewClient(n)), true, nil
 		}
 		return c, false, nil
 	case *goredis.ClusterClient:
@@ -47,6 +48,7 @@ func storeClient(c goredis.UniversalClient, onConnect func()) (goredis.Universal
 			n := clusterOptions(o)
 			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
 			cc := goredis.NewClusterClient(n)
+			cc.OnNewNode(func(c *goredis.Client) { markDials(c) })
 			return cc, true, cc
 		}
 		return c, false, c
@@ -54,12 +56,51 @@ func storeClient(c goredis.UniversalClient, onConnect func()) (goredis.Universal
 		if o := c.Options(); !safeRingOptions(o) {
 			n := ringOptions(o)
 			n.OnConnect = withOnConnect(n.OnConnect, onConnect)
-			return goredis.NewRing(n), true, nil
+			r := goredis.NewRing(n)
+			r.OnNewNode(func(c *goredis.Client) { markDials(c) })
+			return r, true, nil
 		}
 		return c, false, nil
 	}
 	return c, false, nil
 }
+
+// markDials makes every error of c's dials a dialError, and returns c. A
+// dial runs before any command is written to its connection, and not every
+// dial fails with a *net.OpError: a failover client asks its sentinels for
+// the primary inside its dial ("all sentinels specified in configuration
+// are unreachable", also when they do not know the master's name), and a
+// caller's Dialer may fail as it likes. Only a client the store built is
+// marked: a caller's client keeps the errors it had.
+func markDials(c *goredis.Client) *goredis.Client {
+	c.AddHook(dialMark{})
+	return c
+}
+
+type dialMark struct{}
+
+func (dialMark) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, dialError{err}
+		}
+		return cn, nil
+	}
+}
+
+func (dialMark) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (dialMark) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// dialError is an error of a dial of a client the store built (markDials):
+// its command was never written. It reads as the dial's error.
+type dialError struct{ err error }
+
+func (e dialError) Error() string { return e.err.Error() }
+func (e dialError) Unwrap() error { return e.err }
 
 // withOnConnect chains hook after a caller's OnConnect.
 func withOnConnect(user func(context.Context, *goredis.Conn) error, hook func()) func(context.Context, *goredis.Conn) error {

@@ -56,11 +56,16 @@ var beforeWritePrefixes = [...]string{"OOM", "READONLY", "MISCONF", "NOREPLICAS"
 // anything: it was not sent (notSent), or the server refused it before it
 // wrote (rejected).
 func notRun(err error) bool {
+	if notSent(err) {
+		// First: a dial's error may carry a reply of its own (a failover
+		// client's sentinels that do not know the master answer nil).
+		return true
+	}
 	var re goredis.Error
 	if errors.As(err, &re) {
 		return rejected(re.Error())
 	}
-	return notSent(err)
+	return false
 }
 
 // rejected reports whether msg, an error reply, proves that the command
@@ -94,7 +99,9 @@ func hasCode(s string, codes []string) bool {
 // a connection. go-redis (v9.23, read in its source) fails a command before
 // writing it with: ErrClosed (a closed client), ErrPoolTimeout and
 // ErrPoolExhausted (no connection to be had), a *net.OpError whose Op is
-// "dial" (a refused or failed connection), or a bare context error: the
+// "dial" (a refused or failed connection), the error of any dial of a
+// client the store built (dialError: a failover client's sentinels that
+// name no primary, a caller's Dialer), or a bare context error: the
 // caller's deadline or cancellation met while it waited for a pool turn or
 // for a connection being dialled in the background, which during an outage
 // is how a refused dial usually ends (go-redis retries the dial until the
@@ -105,6 +112,10 @@ func hasCode(s string, codes []string) bool {
 func notSent(err error) bool {
 	if errors.Is(err, goredis.ErrClosed) || errors.Is(err, goredis.ErrPoolTimeout) ||
 		errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, errNoClient) || errors.Is(err, errClosed) {
+		return true
+	}
+	var de dialError
+	if errors.As(err, &de) {
 		return true
 	}
 	var op *net.OpError

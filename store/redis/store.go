@@ -89,7 +89,7 @@ func NewFailover(fo *goredis.FailoverOptions, opts *Options) *Store {
 	w := new(evictWatch)
 	n := failoverOptions(fo)
 	n.OnConnect = withOnConnect(n.OnConnect, w.reconnected)
-	s.client, s.owned = goredis.NewFailoverClient(n), true
+	s.client, s.owned = markDials(goredis.NewFailoverClient(n)), true
 	s.startBatcher()
 	s.watchEviction(w)
 	return s
