@@ -25,7 +25,7 @@
 //	"sluice: breaker state"      WARN (open) or INFO  breaker, state, from
 //	"sluice: fallback entered"   WARN  policy
 //	"sluice: fallback left"      INFO  policy, for
-//	"sluice: eviction warning"   WARN  err
+//	"sluice: eviction warning"   WARN  err, evictable (the error matches core.ErrEvictable)
 //
 // A caller whose context ended is not a store failure and is not logged,
 // and a refusal by the deny cache or the pre-filter, which asks no store,
