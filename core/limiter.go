@@ -120,7 +120,10 @@ type Config struct {
 	// the Limiter's time line still needs may be gone (it reads as fresh),
 	// and one it no longer needs may still be there. Inject a Clock into a
 	// Limiter over a network store only for tests whose waits are far
-	// shorter than the policy's TTLs.
+	// shorter than the policy's TTLs. A TTL is what the state still needs,
+	// not the window: a calendar quota's key lives until its period ends on
+	// the injected clock, so a clock set a moment before midnight gives the
+	// day's key a moment to live in real time.
 	Clock Clock
 	// Timeout is the deadline of each store call. Default DefaultTimeout;
 	// negative means none (the caller's context alone). Ignored for
