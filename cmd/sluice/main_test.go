@@ -81,6 +81,16 @@ func TestDemoFlagsItAccepts(t *testing.T) {
 	// admits its Quota (twice the limit here), not the limit.
 	code, out, errOut = sluice(t, "demo", "--store", "memory", "--http-algorithm", "leaky-bucket")
 	wantCode(t, code, exitOK, out, errOut)
+	// A bucket gives back one request's room per interval: after the
+	// burst's Retry-After the first instance is admitted and the next is
+	// refused again, with a Retry-After of its own that it honours.
+	for _, alg := range []string{"gcra", "token-bucket"} {
+		code, out, errOut = sluice(t, "demo", "--store", "memory", "--limit", "3", "--http-algorithm", alg)
+		wantCode(t, code, exitOK, out, errOut)
+		if n := strings.Count(out, "after Retry-After: 200 OK"); n != 3 {
+			t.Errorf("--http-algorithm %s --limit 3: %d instances admitted after Retry-After, want 3:\n%s", alg, n, out)
+		}
+	}
 	// No 429 over HTTP: every instance is admitted once the burst has left
 	// the window, two for the sliding counter.
 	code, out, errOut = sluice(t, "demo", "--store", "memory", "--limit", "5", "--window", "1s", "--http-algorithm", "sliding-counter", "--requests", "4")
