@@ -68,10 +68,10 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	// is left of it when the store has answered, less a reserve for lost's
 	// last look at a store that may have gone silent.
 	deadline := time.Now().Add(*timeout)
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	reserve := min(dialTimeout, *timeout/4)
-	b, err := openBackend(ctx, *spec) // fail fast, exit 3, on a store that does not answer
+	b, err := openBackend(dctx, *spec) // fail fast, exit 3, on a store that does not answer
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,11 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *run != "" {
 		cargs = append(cargs, "-test.run", runPattern(*run))
 	}
-	cmd := exec.CommandContext(ctx, self, cargs...)
+	// The process ends itself at its -test.timeout, counted from its own
+	// start: killed only if it has not a second after the deadline.
+	rctx, cancelRun := context.WithDeadline(ctx, deadline.Add(time.Second))
+	defer cancelRun()
+	cmd := exec.CommandContext(rctx, self, cargs...)
 	cmd.Env = append(os.Environ(), childEnv+"="+*spec, "SLUICE_CONFORMANCE_SKEW="+skew.String())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -123,13 +127,13 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *verbose {
 		_, _ = stdout.Write(out.Bytes())
 	}
-	if runErr != nil && bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) {
+	if runErr != nil && (bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) || rctx.Err() != nil && ctx.Err() == nil) {
 		// The child's own deadline: its goroutine dump says nothing about
 		// the store.
 		if len(results) > 0 {
 			printTable(stdout, results)
 		}
-		if err := lost(ctx, *spec); err != nil {
+		if err := lost(dctx, *spec); err != nil {
 			return err
 		}
 		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes about half a minute against a local redis-server", *timeout, len(results))
@@ -146,7 +150,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintln(stdout, "\nfailures:")
 			printFailures(stdout, out.Bytes())
 		}
-		if err := lost(ctx, *spec); err != nil {
+		if err := lost(dctx, *spec); err != nil {
 			return err
 		}
 		return errFailed
