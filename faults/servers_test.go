@@ -21,6 +21,9 @@ import (
 // without it, failed when the run promised servers.
 func need(t testing.TB, bin string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: the test starts a %s of its own", bin)
+	}
 	p, err := exec.LookPath(bin)
 	if err != nil {
 		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {

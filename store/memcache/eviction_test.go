@@ -36,6 +36,9 @@ import (
 // the same under either.
 func startTinyMemcached(t *testing.T, extra ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the test starts a server of its own")
+	}
 	bin, err := exec.LookPath("memcached")
 	if err != nil {
 		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {

@@ -26,6 +26,9 @@ type ownServer struct {
 // it is stopped when the test ends.
 func startServer(t *testing.T, args ...string) *ownServer {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the test starts a server of its own")
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {

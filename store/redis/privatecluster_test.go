@@ -37,6 +37,9 @@ func freePort(t *testing.T) int {
 // map.
 func startCluster(t *testing.T, masters int) []string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the test starts a server of its own")
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
