@@ -26,7 +26,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	window := fs.Duration("window", time.Second, "window length")
 	burst := fs.Int64("burst", 0, "bucket capacity (0: the limit)")
 	duration := fs.Duration("duration", 10*time.Second, "simulated time")
-	out := fs.String("out", "sluice-simulate.png", "PNG `file` to write (\"\" for none)")
+	out := fs.String("out", "sluice-simulate.png", "PNG `file` to write (\"\" for none); with --pool the default is sluice-pool.png, with --regions sluice-regions.png")
 	algs := fs.String("algorithms", "", "comma-separated algorithms (default: all seven)")
 	seed := fs.Uint64("seed", 1, "random seed of the tenants and retry-storm patterns")
 	regions := fs.Bool("regions", false, "split one global limit across three regions instead: the static, synced and slack modes side by side")

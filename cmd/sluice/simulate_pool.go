@@ -23,7 +23,7 @@ func runSimulatePool(ctx context.Context, fs *flagSet, out string, stdout io.Wri
 		out = "sluice-pool.png"
 	}
 	sc := simulate.DefaultPool()
-	fmt.Fprintf(stdout, "three tenants, each with a base rate, and a burst pool of %d/s shared by all (each tenant's share capped at %d/s)\n", sc.Pool, sc.Share)
+	fmt.Fprintf(stdout, "three tenants, each with a base rate, and a burst pool of %d/s shared by all (each tenant's share capped at %d/s); every rate is GCRA, with a burst of one second's worth\n", sc.Pool, sc.Share)
 	for _, tn := range sc.Tenants {
 		if tn.Spike > 0 {
 			fmt.Fprintf(stdout, "  %-7s base %3d/s, offers %3.0f/s, and %3.0f/s from %s to %s\n", tn.Name, tn.Base, tn.Rate, tn.Spike, sc.From, sc.To)
@@ -57,7 +57,7 @@ func runSimulatePool(ctx context.Context, fs *flagSet, out string, stdout io.Wri
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(stdout, "\nthe spiking tenant gets its base plus at most its share of the pool; the steady ones keep their base throughout.")
+	fmt.Fprintln(stdout, "\nthe spiking tenant gets its base plus at most its share of the pool, each a rate with a second's burst on top\n(so over a spike of a few seconds a little more than their sum a second); the steady ones keep their base throughout.")
 	if out == "" {
 		return nil
 	}

@@ -11,7 +11,7 @@
 //
 //	logs := slogobs.New(slog.Default(), slogobs.Options{})
 //	lim, err := core.New(core.Config{..., Observer: logs.Observe})
-//	st, err := redis.New(client, &redis.Options{OnWarning: logs.Warning})
+//	st := redis.New(client, &redis.Options{OnWarning: logs.Warning})
 //
 // To feed metrics too, call both from one Observer:
 //
