@@ -48,11 +48,12 @@
 // The server's t and Retry-After are whole seconds, rounded up by a Sluice
 // server, so the Transport errs late, never early: against a limit it is
 // told about, it sends no request that the limit refuses, except when other
-// clients share the quota; when a body was closed before its end (its
-// unit comes back at once, and the server's handler may still hold it for
-// as long as it runs on); and when the server charges a request more than
-// one unit (a Sluice layer's Weight or Cost): r counts units, and the
-// Transport takes one a request.
+// clients share the quota; when a body was closed before its end, or read
+// to its end while the server's handler still ran (one that flushed its
+// last byte and went on: its unit comes back at once, and the handler
+// holds the server's for as long as it runs on); and when the server
+// charges a request more than one unit (a Sluice layer's Weight or Cost):
+// r counts units, and the Transport takes one a request.
 package client
 
 import (

@@ -327,6 +327,9 @@ func TestZeroTiers(t *testing.T) {
 	if err := tr.Set(nil); err == nil {
 		t.Error("Set succeeded")
 	}
+	if err := tr.Exclude("x"); err == nil {
+		t.Error("Exclude succeeded")
+	}
 }
 
 // TestZeroValuesAreErrors: a Limiter, Multi, Pool, Lease or Reservation

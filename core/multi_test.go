@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,5 +234,42 @@ func TestTiersKeepOnePath(t *testing.T) {
 	}
 	if _, err := core.NewTiers(map[string][]core.Limit{"free": {custom}, "pro": {minute, custom}}, "free", nil); err != nil {
 		t.Fatalf("every tier on the one-item path: %v", err)
+	}
+}
+
+// TestTiersExclude: a name kept out of the tiers is refused by every later
+// Set, which then changes nothing; a name a limit of the table in use has
+// cannot be kept out; names add up over calls.
+func TestTiersExclude(t *testing.T) {
+	minute := func(name string, n int64) core.Limit {
+		return core.Limit{Policy: core.PerMinute(name, n), Algorithm: algorithm.FixedWindow{}}
+	}
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {minute("minute", 2)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tiers.Exclude("minute"); !errors.Is(err, core.ErrInvalidPolicy) {
+		t.Fatalf("Exclude of a name in use: %v; want ErrInvalidPolicy", err)
+	}
+	if err := tiers.Exclude("per-ip"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tiers.Exclude("per-user"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"per-ip", "per-user"} {
+		err := tiers.Set(map[string][]core.Limit{"free": {minute("minute", 2)}, "pro": {minute("minute", 5), minute(n, 9)}})
+		if !errors.Is(err, core.ErrInvalidPolicy) || !strings.Contains(err.Error(), n) {
+			t.Errorf("Set with a limit named %q: %v; want ErrInvalidPolicy naming it", n, err)
+		}
+	}
+	if names := tiers.Names(); len(names) != 1 {
+		t.Errorf("refused Sets changed the table: tiers %v", names)
+	}
+	if err := tiers.Set(map[string][]core.Limit{"free": {minute("minute", 3)}, "pro": {minute("minute", 5)}}); err != nil {
+		t.Errorf("a Set without an excluded name: %v", err)
+	}
+	if err := tiers.Set(map[string][]core.Limit{"free": {minute("minute", 3)}, "pro": {minute("minute", 5), minute("per-ip", 1)}}); err == nil {
+		t.Error("the exclusion did not outlive a Set")
 	}
 }

@@ -78,6 +78,9 @@ type tierTable struct {
 	sets  map[string]*Limits
 	names []string
 	kinds map[string]limitKind // limit name → what may not change
+	// excluded are names no limit may take (Exclude): the other RateLimit
+	// items of the policies the tiers serve.
+	excluded map[string]bool
 	// scripted is whether the sets share the multi-limit script (every
 	// tier's, and every table's that Set installs): on a script store the
 	// script's keys (one per limit) and the one-item path's differ.
@@ -102,11 +105,12 @@ func NewTiers(table map[string][]Limit, def string, resolve TierResolver) (*Tier
 	return t, nil
 }
 
-// Set replaces the table. The default tier must stay in it, and a limit
-// name already in use keeps its algorithm and Window; the counters of
-// every identity carry over (see the Tiers doc for a limit dropped and
-// brought back). Decisions already under way finish under the table they
-// began with.
+// Set replaces the table. The default tier must stay in it, a limit name
+// already in use keeps its algorithm and Window, and no limit may take a
+// name Exclude kept out; the counters of every identity carry over (see
+// the Tiers doc for a limit dropped and brought back). Decisions already
+// under way finish under the table they began with. A table Set refuses
+// changes nothing.
 func (t *Tiers) Set(table map[string][]Limit) error {
 	for {
 		old := t.table.Load()
@@ -123,6 +127,49 @@ func (t *Tiers) Set(table map[string][]Limit) error {
 	}
 }
 
+// Exclude keeps names out of the tiers' limits from now on: Set refuses a
+// table with a limit of one of these names. It fails, changing nothing,
+// when a limit of the table in use has one. A door that serves the tiers
+// beside other limits calls it (nethttp.NewPolicy: a limit's name is a
+// RateLimit item, unique in a response), so that a later Set cannot give
+// a client two items of one name. Names add up over calls.
+func (t *Tiers) Exclude(names ...string) error {
+	for {
+		old := t.table.Load()
+		if old == nil {
+			return errTiersNotMade
+		}
+		for _, n := range names {
+			if inTable(old, n) {
+				return fmt.Errorf("%w: a tier has a limit named %q, which is kept out of the table", ErrInvalidPolicy, n)
+			}
+		}
+		tt := *old
+		tt.excluded = make(map[string]bool, len(old.excluded)+len(names))
+		for n := range old.excluded {
+			tt.excluded[n] = true
+		}
+		for _, n := range names {
+			tt.excluded[n] = true
+		}
+		if t.table.CompareAndSwap(old, &tt) {
+			return nil
+		}
+	}
+}
+
+// inTable reports whether a tier of tt has a limit named n.
+func inTable(tt *tierTable, n string) bool {
+	for _, ls := range tt.sets {
+		for i := range ls.ls {
+			if ls.ls[i].p.Name == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func buildTiers(table map[string][]Limit, def string, prev *tierTable) (*tierTable, error) {
 	if _, ok := table[def]; !ok {
 		return nil, fmt.Errorf("%w: the default tier %q is not in the table", ErrInvalidPolicy, def)
@@ -134,6 +181,7 @@ func buildTiers(table map[string][]Limit, def string, prev *tierTable) (*tierTab
 			tt.kinds[k] = v
 		}
 		tt.scripted, pathOf = prev.scripted, "the table in use"
+		tt.excluded = prev.excluded // never written once installed
 	}
 	names := make([]string, 0, len(table))
 	for name := range table {
@@ -151,6 +199,9 @@ func buildTiers(table map[string][]Limit, def string, prev *tierTable) (*tierTab
 		}
 		for i := range ls.ls {
 			l := &ls.ls[i]
+			if tt.excluded[l.p.Name] {
+				return nil, fmt.Errorf("%w: tier %q: limit %q has the name of another limit or layer of a policy the tiers serve (Exclude)", ErrInvalidPolicy, name, l.p.Name)
+			}
 			k := limitKind{alg: fmt.Sprintf("%s %v", l.alg.Name(), l.alg), window: l.p.WindowMicros()}
 			if was, ok := tt.kinds[l.p.Name]; ok && was != k {
 				return nil, fmt.Errorf("%w: tier %q: limit %q changes its algorithm or Window (%s per %dµs, was %s per %dµs); its counters would not carry over: give it a new name",

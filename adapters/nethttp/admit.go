@@ -250,6 +250,11 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 			return o, nil, true
 		}
 	}
+	if !keep && p.refund && l.tiers != nil && p.setOf(ls).queues {
+		// The last layer, whose tiers a Set gave a queue after NewPolicy:
+		// a request that gives up while it waits gets its place back.
+		keep = true
+	}
 	n := l.weight
 	if l.cost != nil {
 		n = max(l.cost(q), 1)

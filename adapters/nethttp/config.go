@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/adapters/internal/fields"
 	"github.com/sluicehq/sluice/adapters/internal/receipts"
@@ -96,7 +98,10 @@ type Layer struct {
 	// identity when there is none). Each limit gets a RateLimit-Policy and
 	// a RateLimit item of its own, named by the limit (so limit names must
 	// differ from every other layer's and limit's); Retry-After is the
-	// longest wait over the limits that refused.
+	// longest wait over the limits that refused. NewPolicy keeps the other
+	// names out of the Tiers (Tiers.Exclude), so that a later Tiers.Set
+	// that would bring one is refused; what a Set brings is otherwise
+	// served as the tiers NewPolicy saw, a limit that queues included.
 	Multi  *core.Multi
 	Limits *core.Limits
 	Tiers  *core.Tiers
@@ -157,9 +162,13 @@ type Policy struct {
 	v4bits      int
 	v6bits      int
 	legacy      bool
-	refund      bool     // refund earlier layers' units on a refusal
-	tiered      bool     // a layer's limits come from Tiers: RateLimit-Policy is built per request
-	items       sync.Map // *core.Limits → its RateLimit-Policy items
+	refund      bool // refund earlier layers' units on a refusal
+	tiered      bool // a layer's limits come from Tiers: RateLimit-Policy is built per request
+	// sets is what a request needs of a tier's limits, by the set
+	// (*core.Limits → *setInfo); a Tiers.Set brings new sets, so it is
+	// cleared past maxSets of them (nsets).
+	sets  sync.Map
+	nsets atomic.Int64
 }
 
 // layer is a Layer with everything a request needs computed once.
@@ -171,11 +180,14 @@ type layer struct {
 	name   string
 	quota  int64
 	leaser bool
-	queues bool // it may admit with a Delay (receipts.Queues)
+	queues bool // it may admit with a Delay (receipts.Queues); for tiers, at NewPolicy (see setInfo)
 	shadow bool // the limiter is in shadow mode: no fields
-	key    KeyFunc
-	weight int64
-	cost   CostFunc
+	// limitNames are a multi-limit layer's limits' names (every tier's),
+	// until NewPolicy has kept the other names out of its Tiers.
+	limitNames []string
+	key        KeyFunc
+	weight     int64
+	cost       CostFunc
 	// Precomputed response parts, so a denial costs no formatting.
 	item        string // the policy name as a structured-field String
 	tooMany     []byte // the 429 problem body
@@ -270,6 +282,25 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	}
 	if p.v6bits, err = prefixBits("IPv6Prefix", cfg.IPv6Prefix, 64, 128); err != nil {
 		return nil, err
+	}
+	// Last, once nothing else can fail: a tiered layer's Tiers keeps every
+	// other item's name out of the limits a later Set may bring.
+	for i := range p.layers {
+		ly := &p.layers[i]
+		if ly.tiers == nil {
+			continue
+		}
+		var others []string
+		for n := range names {
+			if !slices.Contains(ly.limitNames, n) {
+				others = append(others, n)
+			}
+		}
+		slices.Sort(others)
+		if err := ly.tiers.Exclude(others...); err != nil {
+			return nil, fmt.Errorf("sluice/nethttp: Layers[%d].Tiers: %w", i, err)
+		}
+		ly.limitNames = nil
 	}
 	return p, nil
 }

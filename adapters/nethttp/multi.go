@@ -68,6 +68,7 @@ func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
 	}
 	for n := range seen {
 		names[n] = true
+		ly.limitNames = append(ly.limitNames, n)
 	}
 	for k, ls := range sets {
 		if l.Weight > ls.Quota() {
@@ -97,14 +98,32 @@ func policyItems(ls *core.Limits) string {
 	return b.String()
 }
 
-// itemsOf is policyItems, cached per set.
-func (p *Policy) itemsOf(ls *core.Limits) string {
-	if v, ok := p.items.Load(ls); ok {
-		return v.(string)
+// setInfo is what a request needs of a tier's set of limits, computed
+// once per set.
+type setInfo struct {
+	items  string // policyItems
+	queues bool   // a limit may admit with a Delay (receipts.Queues)
+}
+
+// maxSets bounds the sets a Policy keeps setInfo of: a tier table brings
+// new sets at each Tiers.Set, and the old ones are not used again.
+const maxSets = 256
+
+// setOf returns ls's setInfo.
+func (p *Policy) setOf(ls *core.Limits) *setInfo {
+	if v, ok := p.sets.Load(ls); ok {
+		return v.(*setInfo)
 	}
-	s := policyItems(ls)
-	p.items.Store(ls, s)
-	return s
+	si := &setInfo{items: policyItems(ls)}
+	for j := 0; j < ls.Len(); j++ {
+		si.queues = si.queues || receipts.Queues(ls.Limit(j).Algorithm)
+	}
+	if p.nsets.Add(1) > maxSets {
+		p.sets.Clear()
+		p.nsets.Store(1)
+	}
+	p.sets.Store(ls, si)
+	return si
 }
 
 // policyFieldFor is the RateLimit-Policy value of a request: the constant
@@ -121,7 +140,7 @@ func (p *Policy) policyFieldFor(outs []outcome) string {
 			if b.Len() > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(p.itemsOf(ls))
+			b.WriteString(p.setOf(ls).items)
 		}
 	}
 	return b.String()

@@ -248,3 +248,88 @@ func TestMultiLayerCancelledWhileQueued(t *testing.T) {
 		t.Errorf("the day limit has %d left, want 98: the cancelled request's unit was kept", day.Remaining)
 	}
 }
+
+// A tiered layer that Tiers.Set gives a leaky bucket after NewPolicy
+// queues as one that had it from the start: a request cancelled while it
+// waits gives its place, and its other limits' units, back.
+func TestTiersSetQueueCancelledGivesBack(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	m := clockedMulti(t, clock)
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perDay(100)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: m, Tiers: tiers, Key: Identity(tenantKey{})}}})
+	queue := core.Limit{Policy: core.Policy{Name: "queue", Limit: 1, Window: time.Minute, MaxDelay: 10 * time.Minute}, Algorithm: algorithm.LeakyBucket{}}
+	if err := tiers.Set(map[string][]core.Limit{"free": {queue, perDay(100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
+		t.Fatalf("first request: %d %s", w.Code, w.Body)
+	}
+	r := tenantRequest("203.0.113.7:1", "acme")
+	ctx, cancel := context.WithCancel(r.Context())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	w := httptest.NewRecorder()
+	if a, ok := p.Admit(w, r.WithContext(ctx), "", nil); ok {
+		a.Done()
+		t.Fatal("a request cancelled while queued was admitted")
+	}
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+	d, states, err := m.Allow(context.Background(), KeyIdentity("acme"), tiers.Tier("free"), nil)
+	if err != nil || !d.Allowed {
+		t.Fatalf("next request: %+v %v", d, err)
+	}
+	if d.Delay != time.Minute {
+		t.Errorf("next request's Delay %v, want 1m0s: the cancelled request kept its place in the queue", d.Delay)
+	}
+	if day := states[1]; day.Remaining != 98 {
+		t.Errorf("the day limit has %d left, want 98: the cancelled request's unit was kept", day.Remaining)
+	}
+}
+
+// A limit's name is a RateLimit item: Tiers.Set refuses one that another
+// layer of a policy over the tiers already names, as NewPolicy does.
+func TestTiersSetRefusesAnotherLayersName(t *testing.T) {
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perSecond(1, 2)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perIP := memLimiter(t, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 10, Window: time.Minute})
+	testPolicy(t, Config{Layers: []Layer{{Limiter: perIP}, {Multi: clockedMulti(t, nil), Tiers: tiers, Key: Identity(tenantKey{})}}})
+	clash := core.Limit{Policy: core.Policy{Name: "per-ip", Limit: 2, Window: time.Minute}, Algorithm: algorithm.FixedWindow{}}
+	if err := tiers.Set(map[string][]core.Limit{"free": {perSecond(1, 2), clash}}); err == nil || !strings.Contains(err.Error(), `"per-ip"`) {
+		t.Fatalf("Set with a limit named like another layer: %v; want an error naming it", err)
+	}
+	if n := tiers.Tier("free").Len(); n != 1 {
+		t.Errorf("the refused Set changed the table: %d limits, want 1", n)
+	}
+	if err := tiers.Set(map[string][]core.Limit{"free": {perSecond(2, 4)}}); err != nil {
+		t.Errorf("a Set without a clash: %v", err)
+	}
+}
+
+// A policy keeps what it learnt of a tier table only for the tables in
+// use: Sets of new tables, a request between each, leave its memory flat.
+func TestTiersSetKeepsMemoryFlat(t *testing.T) {
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perSecond(1000, 2000)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: clockedMulti(t, nil), Tiers: tiers, Key: Identity(tenantKey{})}}})
+	for i := range 2000 {
+		if err := tiers.Set(map[string][]core.Limit{"free": {perSecond(1000+int64(i%7), 2000)}}); err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
+			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	n := 0
+	p.sets.Range(func(any, any) bool { n++; return true })
+	if n > maxSets {
+		t.Errorf("the policy holds %d tables' items after 2000 Sets, want at most %d", n, maxSets)
+	}
+}
