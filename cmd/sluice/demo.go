@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -42,7 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	requests := fs.Int("requests", 200, "concurrent requests in each burst")
 	limit := fs.Int64("limit", 25, "units per window (at least 3: every algorithm is to admit a whole limit again a window after a burst)")
 	window := fs.Duration("window", 2*time.Second, "window length")
-	httpAlg := fs.String("http-algorithm", "sliding-log", "algorithm of the HTTP instances")
+	httpAlg := fs.String("http-algorithm", "sliding-log", "rate algorithm of the HTTP instances: "+strings.Join(rateAlgorithmNames(), ", "))
 	metrics := metricsFlag(fs)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -68,11 +69,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--window below 10ms ends within a burst of concurrent requests: its counts would show the machine, not the algorithms")
 	}
 	alg, err := algorithm.ByName(*httpAlg)
-	if err != nil {
-		return usageError{msg: err.Error()}
-	}
-	if _, ok := alg.(core.Leaser); ok {
-		return usagef("--http-algorithm must be a rate algorithm, not %s", alg.Name())
+	if _, leaser := alg.(core.Leaser); err != nil || leaser {
+		return usagef("--http-algorithm %q: want a rate algorithm (%s)", *httpAlg, strings.Join(rateAlgorithmNames(), ", "))
 	}
 	b, err := openBackend(ctx, *store)
 	if err != nil {
@@ -535,4 +533,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// rateAlgorithmNames are the algorithms the demo's HTTP instances can run:
+// every one but the concurrency limit.
+func rateAlgorithmNames() []string {
+	var names []string
+	for _, a := range algorithm.All() {
+		if _, leaser := a.(core.Leaser); !leaser {
+			names = append(names, a.Name())
+		}
+	}
+	return names
 }

@@ -292,6 +292,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"bench", "--store", "redis+sentinel://127.0.0.1:26379"}, exitUsage, "master name"},
 		{[]string{"demo", "--store", "redis+sentinel://127.0.0.1:1/m"}, exitUnreachable, "could not be reached"},
 		{[]string{"bench", "--store", "memory", "--algorithm", "leaky"}, exitUsage, "unknown algorithm"},
+		{[]string{"demo", "--store", "memory", "--http-algorithm", "concurrency"}, exitUsage, "want a rate algorithm (fixed-window, "},
+		{[]string{"demo", "--store", "memory", "--http-algorithm", "nope"}, exitUsage, "want a rate algorithm (fixed-window, "},
 		{[]string{"simulate", "--pattern", "nope"}, exitUsage, "unknown pattern"},
 		{[]string{"bench", "--store", "memory", "--algorithm", ","}, exitUsage, "no algorithm"},
 		{[]string{"bench", "--store", "memory", "--algorithm", "gcra,token-bucket"}, exitUsage, "exactly one algorithm"},
