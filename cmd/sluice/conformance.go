@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -33,7 +34,13 @@ at the end when the store can delete.`
 
 // childEnv carries the store to a re-executed copy of this binary, which runs
 // the suite under package testing (the suite reports through *testing.T).
-const childEnv = "SLUICE_CONFORMANCE_STORE"
+// deadlineEnv carries the instant, in ns since the epoch, at which the copy
+// is to time out: its -test.timeout is set from it once the copy has
+// reached the store, so that the time it took to start and connect counts.
+const (
+	childEnv    = "SLUICE_CONFORMANCE_STORE"
+	deadlineEnv = "SLUICE_CONFORMANCE_DEADLINE"
+)
 
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conformance", conformanceSynopsis, stdout)
@@ -117,7 +124,8 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	rctx, cancelRun := context.WithDeadline(ctx, deadline.Add(time.Second))
 	defer cancelRun()
 	cmd := exec.CommandContext(rctx, self, cargs...)
-	cmd.Env = append(os.Environ(), childEnv+"="+*spec, "SLUICE_CONFORMANCE_SKEW="+skew.String())
+	cmd.Env = append(os.Environ(), childEnv+"="+*spec, "SLUICE_CONFORMANCE_SKEW="+skew.String(),
+		deadlineEnv+"="+strconv.FormatInt(deadline.Add(-reserve).UnixNano(), 10))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	fmt.Fprintf(stdout, "conformance suite against %s…\n", name)
@@ -127,7 +135,9 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *verbose {
 		_, _ = stdout.Write(out.Bytes())
 	}
-	if runErr != nil && (bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) || rctx.Err() != nil && ctx.Err() == nil) {
+	timedOut := bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) || // its own -test.timeout
+		!time.Now().Before(deadline.Add(-reserve)) && ctx.Err() == nil // its deadline passed before the suite could say so
+	if runErr != nil && timedOut {
 		// The child's own deadline: its goroutine dump says nothing about
 		// the store.
 		if len(results) > 0 {
@@ -336,13 +346,31 @@ func sortedKeys(m map[string]bool) []string {
 // exits. It is entered when childEnv is set (see main).
 func conformanceChild(spec string) {
 	skew, _ := time.ParseDuration(os.Getenv("SLUICE_CONFORMANCE_SKEW"))
-	b, err := openBackend(context.Background(), spec)
+	ctx := context.Background()
+	var deadline time.Time
+	if ns, err := strconv.ParseInt(os.Getenv(deadlineEnv), 10, 64); err == nil {
+		deadline = time.Unix(0, ns)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	b, err := openBackend(ctx, spec)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(exitUnreachable)
 	}
 	defer b.Close()
 	os.Args = append([]string{os.Args[0]}, os.Args[1:]...)
+	if !deadline.IsZero() {
+		// The parent's -test.timeout counted from before this process
+		// started and reached the store: time out at the deadline instead.
+		left := max(time.Until(deadline), time.Millisecond)
+		for i := 1; i+1 < len(os.Args); i++ {
+			if os.Args[i] == "-test.timeout" {
+				os.Args[i+1] = left.String()
+			}
+		}
+	}
 	tests := []testing.InternalTest{{Name: "TestConformance", F: func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T) conformance.Harness { return harnessOf(cliHarness{b: b, skew: skew}) })
 	}}}

@@ -22,6 +22,7 @@ type cutProxy struct {
 	cut    bool
 	silent atomic.Bool  // forward nothing more, in either direction (Silence)
 	slow   atomic.Int64 // ns to hold the next accepted connection before dialing the server
+	each   atomic.Int64 // ns to hold every accepted connection before dialing the server
 }
 
 // Silence makes the server silent, as a stopped process is: connections
@@ -63,7 +64,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			if err != nil {
 				return
 			}
-			time.Sleep(time.Duration(p.slow.Swap(0)))
+			time.Sleep(time.Duration(p.slow.Swap(0) + p.each.Load()))
 			s, err := net.Dial("tcp", target)
 			if err != nil || !p.track(c, s) {
 				c.Close()
@@ -147,5 +148,23 @@ func TestConformanceTimeoutCountsFromStart(t *testing.T) {
 	}
 	if took > 4*time.Second+750*time.Millisecond {
 		t.Errorf("returned after %v, with --timeout 4s", took.Round(time.Millisecond))
+	}
+}
+
+// The suite's process times out at the command's deadline, however long
+// it took to start and to reach the store: every connection to this store
+// takes 1.8 s to open, the command's own among them.
+func TestConformanceTimeoutCountsTheSuitesStart(t *testing.T) {
+	p := newCutProxy(t, testenv.RedisAddr(t))
+	p.each.Store(int64(1800 * time.Millisecond))
+	start := time.Now()
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+p.ln.Addr().String(), "--timeout", "4s")
+	took := time.Since(start)
+	t.Logf("exit %d after %v: %s", code, took.Round(time.Millisecond), errOut)
+	if code != exitFailed && code != exitUnreachable {
+		t.Errorf("exit code %d, want %d or %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, exitUnreachable, out, errOut)
+	}
+	if took > 4*time.Second+750*time.Millisecond {
+		t.Errorf("returned after %v, with --timeout 4s\nstdout:\n%s\nstderr:\n%s", took.Round(time.Millisecond), out, errOut)
 	}
 }
