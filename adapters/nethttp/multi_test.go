@@ -223,6 +223,15 @@ func TestMultiLayerCancelledWhileQueued(t *testing.T) {
 		core.Limit{Policy: core.Policy{Name: "queue", Limit: 1, Window: time.Minute, MaxDelay: 10 * time.Minute}, Algorithm: algorithm.LeakyBucket{}},
 		perDay(100))
 	p := testPolicy(t, Config{Layers: []Layer{{Multi: m, Limits: ls, Key: Identity(tenantKey{})}}})
+	cancelWhileQueued(t, p, m, ls)
+}
+
+// cancelWhileQueued sends acme two requests through p, whose only layer
+// queues (ls, a leaky bucket of one a minute and a day of 100), cancels
+// the second while it waits, and checks that it gave back its place and
+// its day's unit.
+func cancelWhileQueued(t *testing.T, p *Policy, m *core.Multi, ls *core.Limits) {
+	t.Helper()
 	if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
 		t.Fatalf("first request: %d %s", w.Code, w.Body)
 	}
@@ -264,30 +273,7 @@ func TestTiersSetQueueCancelledGivesBack(t *testing.T) {
 	if err := tiers.Set(map[string][]core.Limit{"free": {queue, perDay(100)}}); err != nil {
 		t.Fatal(err)
 	}
-	if w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme")); !ok {
-		t.Fatalf("first request: %d %s", w.Code, w.Body)
-	}
-	r := tenantRequest("203.0.113.7:1", "acme")
-	ctx, cancel := context.WithCancel(r.Context())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	w := httptest.NewRecorder()
-	if a, ok := p.Admit(w, r.WithContext(ctx), "", nil); ok {
-		a.Done()
-		t.Fatal("a request cancelled while queued was admitted")
-	}
-	if w.Code != http.StatusServiceUnavailable {
-		t.Fatalf("status %d, want 503", w.Code)
-	}
-	d, states, err := m.Allow(context.Background(), KeyIdentity("acme"), tiers.Tier("free"), nil)
-	if err != nil || !d.Allowed {
-		t.Fatalf("next request: %+v %v", d, err)
-	}
-	if d.Delay != time.Minute {
-		t.Errorf("next request's Delay %v, want 1m0s: the cancelled request kept its place in the queue", d.Delay)
-	}
-	if day := states[1]; day.Remaining != 98 {
-		t.Errorf("the day limit has %d left, want 98: the cancelled request's unit was kept", day.Remaining)
-	}
+	cancelWhileQueued(t, p, m, tiers.Tier("free"))
 }
 
 // A limit's name is a RateLimit item: Tiers.Set refuses one that another
