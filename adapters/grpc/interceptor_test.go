@@ -313,12 +313,28 @@ func TestLeakyBucketDeadline(t *testing.T) {
 
 // A call whose deadline passes while it waits in a leaky bucket's queue
 // gives its place back, also when the bucket is the last layer: the next
-// call waits for the places still taken, not for the one given up.
+// call waits for the places still taken, not for the one given up. A
+// layer after the bucket, which admitted it before it waited, gets its
+// unit back too.
 func TestLeakyBucketDeadlineGivesPlaceBack(t *testing.T) {
+	for _, last := range []bool{true, false} {
+		t.Run(map[bool]string{true: "last layer", false: "before another"}[last], func(t *testing.T) {
+			leakyDeadlineGivesPlaceBack(t, last)
+		})
+	}
+}
+
+func leakyDeadlineGivesPlaceBack(t *testing.T, last bool) {
 	clk := core.NewManualClock(epoch)
 	// One unit per 10s: a second call is queued for 10s.
 	leaky := newLimiter(t, core.Config{Policy: core.Policy{Name: "queue", Limit: 1, Window: 10 * time.Second, MaxDelay: time.Minute}, Algorithm: algorithm.LeakyBucket{}, Store: memStore(t, clk), Clock: clk})
-	p := sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: leaky, Key: func(*sluicegrpc.Call) string { return "tenant" }}}})
+	tenant := func(*sluicegrpc.Call) string { return "tenant" }
+	layers := []sluicegrpc.Layer{{Limiter: leaky, Key: tenant}}
+	rate := newLimiter(t, core.Config{Policy: core.Policy{Name: "rate", Limit: 100, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}, Store: memStore(t, clk), Clock: clk})
+	if !last {
+		layers = append(layers, sluicegrpc.Layer{Limiter: rate, Key: tenant})
+	}
+	p := sluicegrpc.MustPolicy(sluicegrpc.Config{Layers: layers})
 	// The server notices the deadline on its own clock: this interceptor,
 	// around Sluice's, says when Sluice's has returned.
 	returned := make(chan struct{}, 2)
@@ -347,6 +363,12 @@ func TestLeakyBucketDeadlineGivesPlaceBack(t *testing.T) {
 	}
 	if d.Delay != 10*time.Second {
 		t.Errorf("next call's Delay %v, want 10s: the call that gave up kept its place in the queue", d.Delay)
+	}
+	if last {
+		return
+	}
+	if d, err := rate.Allow(context.Background(), sluicegrpc.KeyIdentity("tenant")); err != nil || d.Remaining != 98 {
+		t.Errorf("the layer after the queue: %+v %v; want 98 left (the first call's and this one's taken)", d, err)
 	}
 }
 

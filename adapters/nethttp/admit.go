@@ -106,8 +106,9 @@ func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v V
 		n := l.weight
 		// Only a layer with another after it can be refused after it
 		// admitted, or one whose request may give up while it waits out
-		// a Delay: the last one needs no receipt, unless it queues.
-		keep := p.refund && (i < len(p.layers)-1 || l.queues)
+		// a Delay: the last one needs no receipt, unless it queues or an
+		// earlier layer's Delay is still to be waited out.
+		keep := p.refund && (i < len(p.layers)-1 || l.queues || delay > 0)
 		if l.multi != nil {
 			o, rc, done := p.admitMulti(w, ctx, q, l, id, keep, outs, refund)
 			if done {

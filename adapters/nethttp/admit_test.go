@@ -352,8 +352,9 @@ func TestCancelledWhileQueuedGivesPlaceBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			layers := []Layer{{Limiter: queue}}
+			rate := memLimiter(t, algorithm.FixedWindow{}, core.Policy{Name: "rate", Limit: 100, Window: time.Hour})
 			if !last {
-				layers = append(layers, Layer{Limiter: memLimiter(t, algorithm.GCRA{}, core.Policy{Name: "rate", Limit: 100, Window: time.Minute})})
+				layers = append(layers, Layer{Limiter: rate})
 			}
 			p := testPolicy(t, Config{Layers: layers})
 			if w, ok := admit(t, p, request("203.0.113.7:1")); !ok {
@@ -378,6 +379,14 @@ func TestCancelledWhileQueuedGivesPlaceBack(t *testing.T) {
 			}
 			if d.Delay != time.Minute {
 				t.Errorf("next request's Delay %v, want 1m0s: the cancelled request kept its place in the queue", d.Delay)
+			}
+			if last {
+				return
+			}
+			// And its unit of the layer after the queue, which had admitted
+			// it before it waited.
+			if d, err := rate.Allow(context.Background(), keyOf("203.0.113.7/32")); err != nil || d.Remaining != 98 {
+				t.Errorf("the layer after the queue: %+v %v; want 98 left (the first request's and this one's taken)", d, err)
 			}
 		})
 	}
