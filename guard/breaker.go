@@ -344,12 +344,16 @@ func (b *Breaker) outcome(ctx context.Context, err error, start time.Time) error
 		return nil
 	case errors.Is(err, core.ErrContention), !errors.Is(err, core.ErrUnavailable):
 		return nil
-	case ctx.Err() == nil:
-		return errFailure
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errExcluded // the caller left
 	}
-	if dl, ok := ctx.Deadline(); ok && b.given > 0 && dl.Sub(start) < b.given-time.Millisecond {
+	dl, ok := ctx.Deadline()
+	if ctx.Err() == nil && (!ok || time.Now().Before(dl)) {
+		return errFailure
+	}
+	// The deadline passed: the context says so, or a socket set to it
+	// timed out at the same instant, before the context's timer fired.
+	if b.given > 0 && dl.Sub(start) < b.given-time.Millisecond {
 		return errExcluded // the caller's own deadline, shorter than Timeout
 	}
 	return errFailure

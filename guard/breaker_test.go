@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,15 @@ type step struct{}
 
 func (*step) Apply([]byte) ([]byte, time.Duration) { return nil, 0 }
 
+// passedDeadline is a context whose deadline has passed and whose Err
+// does not say so yet.
+type passedDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c passedDeadline) Deadline() (time.Time, bool) { return c.dl, true }
+
 func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -224,6 +234,22 @@ func TestBreakerCountsOnlyUnavailable(t *testing.T) {
 		}
 		if br.State() != guard.Open {
 			t.Fatalf("state %v after %d calls that met their Timeout, want open", br.State(), guard.DefaultConsecutiveFailures)
+		}
+	})
+	t.Run("nor does one a socket met before the context said so", func(t *testing.T) {
+		// A client that sets its socket's deadline from the context's
+		// (go-redis) may time out at that instant before the context's
+		// own timer has fired: the error comes back while ctx.Err() is
+		// still nil, the deadline passed.
+		f := newFlaky()
+		f.set(&store.Error{Op: "script", Err: store.UnknownOutcome(os.ErrDeadlineExceeded)})
+		br := guard.NewBreaker(f, &guard.BreakerOptions{Timeout: time.Second})
+		for range 2 * guard.DefaultConsecutiveFailures {
+			dctx := passedDeadline{ctx, time.Now()}
+			_ = br.Store().Update(dctx, store.Key{Namespace: "n", Identity: "a"}, &step{})
+		}
+		if br.State() != guard.Closed {
+			t.Fatalf("state %v after callers' own deadlines met by the socket first, want closed", br.State())
 		}
 	})
 	t.Run("a shorter deadline of the caller's does not", func(t *testing.T) {
