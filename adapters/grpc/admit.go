@@ -182,6 +182,10 @@ func failure(ctx context.Context, c *Call, l *layer, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
+	case !errors.Is(err, core.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		// The call's own end, which core reports as soon as its deadline
+		// has passed, before the context may say so.
+		return status.FromContextError(err).Err()
 	case errors.Is(err, core.ErrInvalidInput):
 		return status.Errorf(codes.Internal, "sluicegrpc: %s: rate limit %q: %v", c.FullMethod, l.name, err)
 	}

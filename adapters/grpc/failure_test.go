@@ -31,6 +31,10 @@ func TestFailureCodes(t *testing.T) {
 		{"invalid input", context.Background(), &core.InputError{Arg: "key", Reason: "empty"}, codes.Internal},
 		{"cancelled", cancelled, context.Canceled, codes.Canceled},
 		{"cancelled while the store failed", cancelled, storeErr, codes.Canceled},
+		// core returns the deadline's error as soon as the deadline has
+		// passed, which may be before the context's timer says so.
+		{"deadline passed, the context not yet told", context.Background(), context.DeadlineExceeded, codes.DeadlineExceeded},
+		{"the limiter's own deadline", context.Background(), &store.Error{Op: "update", Err: store.UnknownOutcome(context.DeadlineExceeded)}, codes.Unavailable},
 	} {
 		if got := status.Code(failure(tc.ctx, c, l, tc.err)); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -3,6 +3,7 @@ package nethttp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -158,7 +159,7 @@ func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v V
 		if err != nil {
 			refund()
 			p.writeFields(w.Header(), outs)
-			if ctx.Err() != nil {
+			if callerGone(ctx, err) {
 				writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 			} else {
 				writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
@@ -277,7 +278,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 	if err != nil {
 		refund()
 		p.writeFields(w.Header(), outs)
-		if ctx.Err() != nil {
+		if callerGone(ctx, err) {
 			writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		} else {
 			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
@@ -305,4 +306,14 @@ func tooCostlyMulti(l *layer, ls *core.Limits, n int64) []byte {
 	}
 	b, _ := json.Marshal(pr)
 	return b
+}
+
+// callerGone reports whether err, a layer's failure to decide under ctx,
+// is the request's own end: its context says so, or core reported its
+// deadline, which it does as soon as the deadline has passed, before the
+// context may say so (a store's failure is a core.ErrUnavailable, its own
+// deadline included).
+func callerGone(ctx context.Context, err error) bool {
+	return ctx.Err() != nil ||
+		!errors.Is(err, core.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
 }

@@ -428,3 +428,32 @@ func TestDenyCacheGuardsAnEarlierLayer(t *testing.T) {
 		t.Errorf("refusals: %d by the store, %d by the deny cache; want 1 and 7", fromStore, fromCache)
 	}
 }
+
+// passedDeadline is a context whose deadline has passed and whose Err does
+// not say so yet, as a request's is for an instant after its deadline.
+type passedDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c passedDeadline) Deadline() (time.Time, bool) { return c.dl, true }
+
+// A request whose own deadline passed while the store was failing gets the
+// cancelled request's answer, not the store's, though its context has not
+// said so yet: core reports the deadline as soon as it has passed.
+func TestOwnDeadlineIsNotTheStores(t *testing.T) {
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "api", Limit: 10, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Limiter: l}}})
+	r := request("203.0.113.7:1")
+	w := httptest.NewRecorder()
+	if a, ok := p.Admit(w, r.WithContext(passedDeadline{r.Context(), time.Now()}), "", nil); ok {
+		a.Done()
+		t.Fatal("admitted over a store that is down, failing closed")
+	}
+	if pr := decodeProblem(t, w); w.Code != http.StatusServiceUnavailable || pr.Type != "about:blank" {
+		t.Errorf("%d %+v, want 503 about:blank (the cancelled request's problem)", w.Code, pr)
+	}
+}
