@@ -142,26 +142,33 @@ func TestConformanceStoreSilentMidRun(t *testing.T) {
 func TestConformanceTimeoutBoundsTheCommand(t *testing.T) {
 	for _, c := range []struct {
 		name        string
+		scheme      string
 		first, each time.Duration // the proxy's hold on the first connection, and on every one
+		timeout     time.Duration
 		code        int
 		says        string
 	}{
-		{"slow first call", 1500 * time.Millisecond, 0, exitFailed, "--timeout"},
-		{"every connection slow", 0, 1800 * time.Millisecond, exitUnreachable, "did not answer"},
+		{"slow first call", "redis", 1500 * time.Millisecond, 0, 4 * time.Second, exitFailed, "--timeout"},
+		{"every connection slow", "redis", 0, 1800 * time.Millisecond, 4 * time.Second, exitUnreachable, "did not answer"},
+		// valkey-go connects in its constructor, which takes no context:
+		// the command bounds it by its dial timeout, what is left of
+		// --timeout when that is less than the 2 s it gives a first call.
+		{"valkey, every connection slow", "valkey", 0, 1800 * time.Millisecond, time.Second, exitUnreachable, "did not answer within 1s"},
+		{"valkey, a slow first call", "valkey", 1500 * time.Millisecond, 0, time.Second, exitUnreachable, "did not answer within 1s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newCutProxy(t, testenv.RedisAddr(t))
 			p.slow.Store(int64(c.first))
 			p.each.Store(int64(c.each))
 			start := time.Now()
-			code, out, errOut := sluice(t, "conformance", "--store", "redis://"+p.ln.Addr().String(), "--timeout", "4s")
+			code, out, errOut := sluice(t, "conformance", "--store", c.scheme+"://"+p.ln.Addr().String(), "--timeout", c.timeout.String())
 			took := time.Since(start)
 			wantCode(t, code, c.code, out, errOut)
 			if !strings.Contains(errOut, c.says) {
 				t.Errorf("stderr does not say %q:\n%s", c.says, errOut)
 			}
-			if took > 4*time.Second+750*time.Millisecond {
-				t.Errorf("returned after %v, with --timeout 4s", took.Round(time.Millisecond))
+			if took > c.timeout+750*time.Millisecond {
+				t.Errorf("returned after %v, with --timeout %v", took.Round(time.Millisecond), c.timeout)
 			}
 		})
 	}

@@ -23,6 +23,15 @@ import (
 // dialTimeout bounds how long a store may take to answer its first PING.
 const dialTimeout = 2 * time.Second
 
+// firstCallTime is the time a store's first call is given under ctx:
+// dialTimeout, or what ctx leaves when that is less (at least 1 ms).
+func firstCallTime(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(min(dialTimeout, time.Until(dl)), time.Millisecond)
+	}
+	return dialTimeout
+}
+
 // backend is a store named on the command line. NewStore returns a new,
 // independent client of it (each instance of a fleet has its own); the
 // returned func closes that client.
@@ -114,7 +123,7 @@ func openBackend(ctx context.Context, spec string) (*backend, error) {
 	// valkey-go dials in NewClient, which takes no context: its dial
 	// timeout is what bounds an unreachable server.
 	if (u.Scheme == "valkey" || u.Scheme == "valkeys") && !u.Query().Has("dial_timeout") {
-		spec = addParam(spec, "dial_timeout", dialTimeout.String())
+		spec = addParam(spec, "dial_timeout", firstCallTime(ctx).String())
 	}
 	b, err := urlBackend(ctx, spec)
 	if err != nil && spec != written {
@@ -216,6 +225,7 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 // opens the URL again: a client of its own, as each instance of a fleet
 // has (the memory store excepted: it is one process's).
 func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
+	allowed := firstCallTime(ctx)
 	goredis.SetLogger(quietLog{})
 	open := func() (*storeurl.Backend, error) {
 		b, err := storeurl.Open(rawURL)
@@ -224,17 +234,13 @@ func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
 		}
 		if err != nil {
 			// valkey-go connects in Open.
-			return nil, unreachable(urlmask.Mask(rawURL)+" ", err, false, dialTimeout)
+			return nil, unreachable(urlmask.Mask(rawURL)+" ", err, false, allowed)
 		}
 		return b, nil
 	}
 	first, err := open()
 	if err != nil {
 		return nil, err
-	}
-	allowed := dialTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		allowed = min(allowed, time.Until(dl))
 	}
 	pctx, cancel := context.WithTimeout(ctx, allowed)
 	defer cancel()

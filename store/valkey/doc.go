@@ -43,7 +43,8 @@
 // deadline, an HTTP request's through a Limiter: a dedicated connection's
 // socket sees only the deadline, and the pipeline returns at the
 // cancellation.) That pipeline is the store's own too: as many dedicated
-// connections as valkey-go's shared ones (2 at 2 cores, 4 from 4 on), each
+// connections as valkey-go's shared ones (2 at 2 cores, 4 from 4 on; 2
+// also at 1 core, where valkey-go keeps 1), each
 // carrying many callers' commands at once as valkey-go's do, each command
 // on one at random; valkey-go's shared connections carry a standalone
 // client's commands only while none of the store's is up. A process so
@@ -115,8 +116,9 @@
 // that is not six integers. The first call after a server went away may
 // still go out on a dead connection and is unknown. The store then drops the
 // other idle connections of its own, which died with the server, so that
-// after it at most one call for each of valkey-go's pipeline connections
-// (ClientOption.PipelineMultiplex: four by default, one at -1) meets a dead
+// after it at most one call for each of the pipelined connections (the
+// store's own, 2 at 2 cores and 4 from 4 on, as above; valkey-go's, by
+// ClientOption.PipelineMultiplex, when the store has none up) meets a dead
 // one; the calls after those meet the refused dial.
 //
 // valkey-go itself never resends a script, as read in its v1.0.79 source:

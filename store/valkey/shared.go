@@ -55,8 +55,9 @@ type shared struct {
 
 // sharedPipes is how many pipelined connections a standalone store keeps:
 // as many as valkey-go's shared ones by default (its PipelineMultiplex), 2
-// at 2 cores and 4 from 4 on. Measured at 2 cores, one was 12% slower at
-// 16 goroutines than valkey-go's two, and 25% at 64.
+// at 2 cores and 4 from 4 on, but 2 at 1 core too, where valkey-go keeps
+// one. Measured at 2 cores, one was 12% slower at 16 goroutines than
+// valkey-go's two, and 25% at 64.
 func sharedPipes() int {
 	if runtime.GOMAXPROCS(0) >= 4 {
 		return 4
