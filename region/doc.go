@@ -122,7 +122,13 @@
 // after the Region was made), and only then as its floor: every region
 // holds its floor meanwhile, and the split is made again once the reports
 // are back. TestCoordinatorDataLossKeepsTheLimit loses every report in the
-// middle of a window; without the rule that window admitted 130 of 100.
+// middle of a window; without the rule that window admitted 130 of 100. A
+// coordinator that goes back to an earlier state (restarted from its last
+// snapshot, a replica promoted before it had every write) breaks it too,
+// and shows a region's old report, whose claim may be its floor while it
+// enforces most of L: a report older than one already read (a lower Seq)
+// counts as a missing one until its region writes again
+// (TestCoordinatorBackToASnapshotKeepsTheLimit: 152 of 100 without it).
 // For the same reason a region that finds no report of its own at its
 // first sync (a first start, or a restart after the coordinator lost its
 // report) claims the whole limit until its hold ends: a process of it may

@@ -1,10 +1,14 @@
 package region_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -542,6 +546,78 @@ func TestRestartAfterCoordinatorDataLossKeepsTheLimit(t *testing.T) {
 		c.Coordinator = coord
 	})
 	checkRestart(t, s, func() { coord.flush() })
+}
+
+// snapshotting is a coordinator that can go back to an earlier state of
+// its data, as a redis-server restarted from its last RDB snapshot does,
+// or a replica promoted before it had every write. Its keys never expire:
+// a test's seconds are far within a report's TTL.
+type snapshotting struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func (c *snapshotting) Update(_ context.Context, k store.Key, m store.Mutation) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil {
+		c.data = map[string][]byte{}
+	}
+	next, ttl := m.Apply(bytes.Clone(c.data[k.String()]))
+	switch {
+	case next == nil:
+	case ttl <= 0:
+		delete(c.data, k.String())
+	default:
+		c.data[k.String()] = bytes.Clone(next)
+	}
+	return nil
+}
+
+func (c *snapshotting) snapshot() map[string][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.data)
+}
+
+func (c *snapshotting) restore(d map[string][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.data = maps.Clone(d)
+}
+
+// A coordinator that goes back to an earlier snapshot shows a region's
+// old report, whose claim may be far below what the region enforces now:
+// a report older than one already read is counted as a lost one (any claim
+// until the lease on what was read ends), not as a fresh one. Here r1's
+// snapshot claims its floor while it enforces most of the limit, and r2
+// turns busy as the snapshot comes back.
+func TestCoordinatorBackToASnapshotKeepsTheLimit(t *testing.T) {
+	const limit = 100
+	coord := &snapshotting{}
+	s := newSim(t, region.Synced, limit, 3, func(c *region.Config) { c.Coordinator = coord })
+	phase := func(busy ...int) func(int, time.Duration) float64 {
+		return func(i int, _ time.Duration) float64 {
+			if slices.Contains(busy, i) {
+				return 3 * limit
+			}
+			return 0
+		}
+	}
+	s.run(3500*time.Millisecond, phase(2))
+	snap := coord.snapshot()
+	s.run(4700*time.Millisecond, phase(1))
+	s.run(50*time.Millisecond, phase(1, 2))
+	coord.restore(snap)
+	s.run(3750*time.Millisecond, phase(1, 2))
+	for w := int64(0); w < 12; w++ {
+		if s.total(w) > limit {
+			t.Errorf("window %d: %d admitted %v, over the limit of %d", w, s.total(w), s.admitted[w], limit)
+		}
+	}
+	if got := s.total(11); got < limit*3/4 {
+		t.Errorf("window 11, three seconds after the snapshot came back: %d admitted %v; want the split back above %d", got, s.admitted[11], limit*3/4)
+	}
 }
 
 // deadCoordinator is a coordination store whose every call fails.

@@ -42,6 +42,11 @@ const maxDemand = 1 << 40
 type seen struct {
 	seq   uint64
 	first time.Time // when this region first read seq (after the read)
+	// back marks a report older than one read before it (a lower Seq):
+	// the coordinator went back to an earlier state of its data (restarted
+	// from a snapshot, a replica promoted). first is then still when the
+	// later report was first read.
+	back bool
 }
 
 // held is an allowance enforced until a time.
@@ -257,7 +262,13 @@ func (r *Region) read(ctx context.Context, m *syncRound) error {
 				rep.Name, micros(rep.Timing[0]), micros(rep.Timing[1]), micros(rep.Timing[2]),
 				r.names[r.self], micros(own[0]), micros(own[1]), micros(own[2]))
 		}
-		if s, ok := m.seen[rep.Name]; !ok || s.seq != rep.Seq {
+		switch s, ok := m.seen[rep.Name]; {
+		case ok && rep.Seq < s.seq:
+			// Its writer may enforce the claim of the later report, which
+			// is gone: counted as a lost report (judge) until it writes
+			// again.
+			m.seen[rep.Name] = seen{seq: rep.Seq, first: s.first, back: true}
+		case !ok || s.seq != rep.Seq:
 			// After the read, so never before its writer's lease began.
 			m.seen[rep.Name] = seen{seq: rep.Seq, first: after}
 		}
@@ -417,14 +428,16 @@ func (m *syncRound) judge(now time.Time) {
 		switch {
 		case j == r.self:
 			m.live[j] = true
-		case rep == nil:
+		case rep == nil || m.seen[rep.Name].back:
 			// No report: the coordinator lost it (restarted empty, flushed,
-			// evicted), or the region never wrote one. Its writer may still
-			// enforce a claim: the last it wrote, which this region may not
-			// have read. So until the lease on the last report read of it
-			// ends (or, of one never read, a lease after this region was
-			// made), its claim is unknown, any up to the whole limit; after
-			// that it is counted at its floor, as a region cut off is.
+			// evicted), or the region never wrote one; or only one older
+			// than a report read before (the coordinator went back to an
+			// earlier snapshot). Its writer may still enforce a claim: the
+			// last it wrote, which this region may not have read. So until
+			// the lease on the last report read of it ends (or, of one
+			// never read, a lease after this region was made), its claim
+			// is unknown, any up to the whole limit; after that it is
+			// counted at its floor, as a region cut off is.
 			since := r.born
 			if s, ok := m.seen[r.names[j]]; ok {
 				since = s.first
