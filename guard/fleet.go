@@ -249,6 +249,9 @@ func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
 // reached the store counts itself alone). An identity whose traffic is
 // skewed gets less than its limit: one that reaches k of N instances is
 // admitted at most k/N of it (all its traffic on one instance: Limit/N).
+// The bound is the fallback's alone: a window in which the outage starts
+// or ends admits what the store admitted in it as well, up to about twice
+// the limit, since neither side sees the other's count.
 //
 // The limiter's Quota is cfg's, the global one, as no call can know the
 // fleet's size ahead of its decision. A call for more units than the
