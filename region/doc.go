@@ -48,7 +48,9 @@
 // finds its share held by others; it is handed back as they cut and their
 // holds run out (for an aligned hold, the end of the window of the cut
 // plus P; then the raise waits for its next sync: 2.5–4 s with the
-// README's timing), never by a burst above L.
+// README's timing, a window more when a holder cuts in two steps, as one
+// whose demand fell over two syncs does: 4.2 s was measured), never by a
+// burst above L.
 //
 // Slack: every region enforces the whole of L locally, with no
 // coordination: coarse abuse protection at local cost, admitting up to
