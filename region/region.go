@@ -258,7 +258,7 @@ func New(cfg Config) (*Region, error) {
 			return nil, errors.New("region: Mode Synced needs a Coordinator")
 		}
 		if floors > p.Limit {
-			return nil, fmt.Errorf("region: the floors add up to %d, more than Limit (%d)", floors, p.Limit)
+			return nil, fmt.Errorf("region: the floors add up to %d, more than Limit (%d): a member's is its Floor, or Limit/(4·N) and at least 1 when that is 0", floors, p.Limit)
 		}
 		if err := r.timing(cfg); err != nil {
 			return nil, err

@@ -750,17 +750,30 @@ func TestMembersSharingARegionalStoreCountApart(t *testing.T) {
 // mismatch at its next sync and fails too, whichever wrote first; both
 // hold their floors, never more than the limit in all.
 func TestMismatchedTimingIsASyncError(t *testing.T) {
+	checkMismatch(t, [2]time.Duration{200 * time.Millisecond, 2500 * time.Millisecond}, [2]int64{100, 100}, "same SyncPeriod")
+}
+
+// So is a Limit that differs, as in a rolling change of it: the regions
+// would split two limits, and admit more than the smaller.
+func TestMismatchedLimitIsASyncError(t *testing.T) {
+	checkMismatch(t, [2]time.Duration{200 * time.Millisecond, 200 * time.Millisecond}, [2]int64{100, 300}, "same Limiter.Policy")
+}
+
+// checkMismatch makes two regions of the given SyncPeriods and Limits, and
+// checks that their syncs fail saying so, each at its floor.
+func checkMismatch(t *testing.T, periods [2]time.Duration, limits [2]int64, says string) {
+	t.Helper()
 	coord := memory.New(nil)
 	t.Cleanup(func() { _ = coord.Close() })
 	members := []region.Member{{Name: "a"}, {Name: "b"}}
 	var rs []*region.Region
-	for i, period := range []time.Duration{200 * time.Millisecond, 2500 * time.Millisecond} {
+	for i := range 2 {
 		st := memory.New(nil)
 		t.Cleanup(func() { _ = st.Close() })
 		r, err := region.New(region.Config{
 			Mode: region.Synced, Region: members[i].Name, Members: members,
-			Limiter:     core.Config{Policy: core.PerSecond("api", 100), Algorithm: algorithm.FixedWindow{}, Store: st},
-			Coordinator: coord, SyncPeriod: period,
+			Limiter:     core.Config{Policy: core.PerSecond("api", limits[i]), Algorithm: algorithm.FixedWindow{}, Store: st},
+			Coordinator: coord, SyncPeriod: periods[i],
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -773,12 +786,14 @@ func TestMismatchedTimingIsASyncError(t *testing.T) {
 	}
 	for range 3 {
 		for _, r := range []*region.Region{rs[1], rs[0]} {
-			if err := r.Sync(ctx); err == nil || !strings.Contains(err.Error(), "same SyncPeriod") {
-				t.Fatalf("%s: a sync beside a region of another SyncPeriod: %v, want an error saying so", r.Name(), err)
+			if err := r.Sync(ctx); err == nil || !strings.Contains(err.Error(), says) {
+				t.Fatalf("%s: a sync beside a mismatched region: %v, want an error saying %q", r.Name(), err, says)
 			}
 		}
 	}
-	if a, b := rs[0].Allowance(), rs[1].Allowance(); a != 100/8 || b != 100/8 {
-		t.Errorf("allowances %d and %d: want both at their floors, 12", a, b)
+	for i, r := range rs {
+		if got, floor := r.Allowance(), limits[i]/8; got != floor {
+			t.Errorf("%s: allowance %d, want its floor, %d", r.Name(), got, floor)
+		}
 	}
 }

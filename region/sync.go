@@ -30,6 +30,11 @@ type report struct {
 	// region of a split must have the same (absent in a report of an
 	// earlier release).
 	Timing *[3]int64 `json:"t,omitempty"`
+	// Policy is the global policy's Limit and Window (µs): every region of
+	// a split must have the same (absent in a report of an earlier
+	// release). A rolling change of the limit is a mismatch until every
+	// region has it.
+	Policy *[2]int64 `json:"p,omitempty"`
 }
 
 // version marks a report of this package in the coordination store.
@@ -261,6 +266,11 @@ func (r *Region) read(ctx context.Context, m *syncRound) error {
 				"every region of a split must be given the same SyncPeriod, LeasePeriods and Hold (until they are, both hold their floors)",
 				rep.Name, micros(rep.Timing[0]), micros(rep.Timing[1]), micros(rep.Timing[2]),
 				r.names[r.self], micros(own[0]), micros(own[1]), micros(own[2]))
+		}
+		if own := r.policy(); rep.Policy != nil && *rep.Policy != own && m.mismatch == nil {
+			m.mismatch = fmt.Errorf("region %s splits a limit of %d per %v, and region %s %d per %v: "+
+				"every region of a split must be given the same Limiter.Policy (until they are, both hold their floors)",
+				rep.Name, rep.Policy[0], micros(rep.Policy[1]), r.names[r.self], own[0], micros(own[1]))
 		}
 		switch s, ok := m.seen[rep.Name]; {
 		case ok && rep.Seq < s.seq:
@@ -536,14 +546,20 @@ func (w *writeReport) Apply(state []byte) ([]byte, time.Duration) {
 		m.restarted = r.limit
 		m.claim = r.limit
 	}
-	timing := r.timings()
-	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used, Timing: &timing})
+	timing, policy := r.timings(), r.policy()
+	next, err := json.Marshal(report{V: version, Name: r.names[r.self], Seq: seq + 1, Claim: m.claim, Demand: m.asked, Used: m.used, Timing: &timing, Policy: &policy})
 	if err != nil {
 		w.err = err
 		return nil, 0
 	}
 	// The report outlives the lease by far; the region renews it each period.
 	return next, 4*r.lease + r.hold
+}
+
+// policy is the global policy's Limit and Window in µs, as the region's
+// report gives them.
+func (r *Region) policy() [2]int64 {
+	return [2]int64{r.limit, r.cfg.Policy.Window.Microseconds()}
 }
 
 // timings is the region's SyncPeriod, lease and Hold in µs, as its report
