@@ -64,10 +64,12 @@ type Member struct {
 // same Members, Limiter.Policy (Name, Limit, Window), SyncPeriod,
 // LeasePeriods and Hold; only Region, the regional Limiter.Store and
 // Coordinator's address differ. Each report carries its region's timing
-// (SyncPeriod, lease, Hold): a synced region that reads another's of
-// another timing writes its own and fails its Sync, saying so, and so does
-// the other at its next sync; both hold their floors until they agree
-// (during a rolling change of them too).
+// (SyncPeriod, lease, Hold) and its policy's Limit and Window: a synced
+// region that reads another's of another timing or policy writes its own
+// and fails its Sync, saying so, and so does the other at its next sync;
+// both hold their floors until they agree (during a rolling change of them
+// too). Members are not compared: a region missing from another's list is
+// counted by neither.
 type Config struct {
 	// Mode is Static (the zero value), Synced or Slack.
 	Mode Mode
