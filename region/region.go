@@ -68,8 +68,8 @@ type Member struct {
 // region that reads another's of another timing or policy writes its own
 // and fails its Sync, saying so, and so does the other at its next sync;
 // both hold their floors until they agree (during a rolling change of them
-// too). Members are not compared: a region missing from another's list is
-// counted by neither.
+// too). Members are not compared: lists that differ go unnoticed, and a
+// region reads only the reports of the members its own list names.
 type Config struct {
 	// Mode is Static (the zero value), Synced or Slack.
 	Mode Mode
