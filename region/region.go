@@ -65,11 +65,16 @@ type Member struct {
 // LeasePeriods and Hold; only Region, the regional Limiter.Store and
 // Coordinator's address differ. Each report carries its region's timing
 // (SyncPeriod, lease, Hold) and its policy's Limit and Window: a synced
-// region that reads another's of another timing or policy writes its own
-// and fails its Sync, saying so, and so does the other at its next sync;
-// both hold their floors until they agree (during a rolling change of them
-// too). Members are not compared: lists that differ go unnoticed, and a
-// region reads only the reports of the members its own list names.
+// region that reads another's of another timing or policy writes its own,
+// holds its floor at once and fails its Sync, saying so, and so does the
+// other at its next sync; both hold their floors until they agree. In a
+// rolling change of them, a region keeps its allowance until its first
+// sync after another changed (a SyncPeriod or so), and the window that
+// change falls in may admit that allowance beside the changed region's
+// floor: above a smaller new Limit, by up to what it held (88 of 60 for a
+// region holding 75 of 100, measured). Members are not compared: lists
+// that differ go unnoticed, and a region reads only the reports of the
+// members its own list names.
 type Config struct {
 	// Mode is Static (the zero value), Synced or Slack.
 	Mode Mode
@@ -463,6 +468,15 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 		}
 	}
 	return d, err
+}
+
+// holdFloor lowers the allowance to the floor at once, until a sync raises
+// it again.
+func (r *Region) holdFloor() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drop.Store(0)
+	_ = r.enforce(r.floors[r.self], r.clock.Now())
 }
 
 // fallBack lowers the allowance to the floor: the region has not synced

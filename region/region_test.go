@@ -759,6 +759,52 @@ func TestMismatchedLimitIsASyncError(t *testing.T) {
 	checkMismatch(t, [2]time.Duration{200 * time.Millisecond, 200 * time.Millisecond}, [2]int64{100, 300}, "same Limiter.Policy")
 }
 
+// A region that reads a report of another Limit holds its floor at once,
+// not only once its lease runs out: the allowance it had may be more than
+// the other's limit leaves it (a rolling change of the Limit).
+func TestMismatchHoldsTheFloorAtOnce(t *testing.T) {
+	clk := core.NewManualClock(time.Unix(1_800_000_000, 0))
+	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+	t.Cleanup(func() { _ = coord.Close() })
+	members := []region.Member{{Name: "a"}, {Name: "b"}}
+	mk := func(name string, limit int64) *region.Region {
+		st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+		t.Cleanup(func() { _ = st.Close() })
+		r, err := region.New(region.Config{
+			Mode: region.Synced, Region: name, Members: members,
+			Limiter:     core.Config{Policy: core.PerSecond("api", limit), Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk},
+			Coordinator: coord, SyncPeriod: 200 * time.Millisecond, Clock: clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := mk("a", 100), mk("b", 100)
+	ctx := context.Background()
+	for range 40 { // a busy, b quiet, until a holds most of the limit
+		for range 30 {
+			_, _ = a.Allow(ctx, "global")
+		}
+		_ = a.Sync(ctx)
+		_ = b.Sync(ctx)
+		clk.Advance(100 * time.Millisecond)
+	}
+	if got := a.Allowance(); got < 50 {
+		t.Fatalf("a's allowance %d before the change; want most of 100", got)
+	}
+	b = mk("b", 60) // b restarted with the new Limit
+	if err := b.Sync(ctx); err == nil {
+		t.Fatal("b's sync beside a region of another Limit succeeded")
+	}
+	if err := a.Sync(ctx); err == nil || !strings.Contains(err.Error(), "same Limiter.Policy") {
+		t.Fatalf("a's sync: %v, want the mismatch", err)
+	}
+	if got := a.Allowance(); got != 100/8 {
+		t.Errorf("a's allowance %d right after it read the mismatch; want its floor, %d", got, 100/8)
+	}
+}
+
 // checkMismatch makes two regions of the given SyncPeriods and Limits, and
 // checks that their syncs fail saying so, each at its floor.
 func checkMismatch(t *testing.T, periods [2]time.Duration, limits [2]int64, says string) {

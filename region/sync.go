@@ -148,7 +148,8 @@ func (r *Region) Run(ctx context.Context) error {
 // (see the package doc). When Sync fails, the region keeps its allowance
 // until LeasePeriods·SyncPeriod − Hold − the longer of SyncPeriod and the
 // limiter's Timeout after the start of its last successful Sync, and then
-// holds its floor; the error is the store's.
+// holds its floor; the error is the store's. A Sync that reads a report of
+// another timing or policy (Config) holds the floor at once.
 func (r *Region) Sync(ctx context.Context) error {
 	if r.mode != Synced {
 		return nil
@@ -163,6 +164,11 @@ func (r *Region) Sync(ctx context.Context) error {
 		// Not reported: count it again in the next report.
 		r.asked.Add(m.asked)
 		r.used.Add(m.used)
+		if m.mismatch != nil && err == m.mismatch {
+			// The regions split different limits: what this one keeps
+			// may be more than the other's limit leaves it.
+			r.holdFloor()
+		}
 		return fmt.Errorf("region %s: sync: %w", r.names[r.self], err)
 	}
 	return r.commit(m)
