@@ -71,8 +71,8 @@ type Member struct {
 // rolling change of them, a region keeps its allowance until its first
 // sync after another changed (a SyncPeriod or so), and the window that
 // change falls in may admit that allowance beside the changed region's
-// floor: above a smaller new Limit, by up to what it held (88 of 60 for a
-// region holding 75 of 100, measured). Members are not compared: lists
+// floor: above a smaller new Limit, by up to what it held (with 75 of 100
+// held, up to about 88 of 60). Members are not compared: lists
 // that differ go unnoticed, and a region reads only the reports of the
 // members its own list names.
 type Config struct {
