@@ -3,6 +3,7 @@ package region_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -802,6 +803,102 @@ func TestMismatchHoldsTheFloorAtOnce(t *testing.T) {
 	}
 	if got := a.Allowance(); got != 100/8 {
 		t.Errorf("a's allowance %d right after it read the mismatch; want its floor, %d", got, 100/8)
+	}
+}
+
+// raiseHook is a coordinator that runs fire after a region's write of its
+// own report, with the claim it wrote: between a raising sync's write and
+// its second read.
+type raiseHook struct {
+	store.Store
+	fire func(claim int64)
+}
+
+// captured keeps what a mutation wrote.
+type captured struct {
+	store.Mutation
+	next []byte
+}
+
+func (c *captured) Apply(s []byte) ([]byte, time.Duration) {
+	n, ttl := c.Mutation.Apply(s)
+	c.next = bytes.Clone(n)
+	return n, ttl
+}
+
+func (h *raiseHook) Update(ctx context.Context, k store.Key, m store.Mutation) error {
+	if !strings.Contains(fmt.Sprintf("%T", m), "writeReport") || h.fire == nil {
+		return h.Store.Update(ctx, k, m)
+	}
+	c := &captured{Mutation: m}
+	err := h.Store.Update(ctx, k, c)
+	var rep struct {
+		C int64 `json:"c"`
+	}
+	if err == nil && json.Unmarshal(c.next, &rep) == nil {
+		h.fire(rep.C)
+	}
+	return err
+}
+
+// A raising sync reads the others again after its write; a report of
+// another Limit first seen there fails the sync and holds the floor, as
+// one seen in the first read does, rather than letting the raise stand.
+func TestMismatchOnTheSecondReadHoldsTheFloor(t *testing.T) {
+	clk := core.NewManualClock(time.Unix(1_800_000_000, 0))
+	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+	t.Cleanup(func() { _ = coord.Close() })
+	members := []region.Member{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	mk := func(name string, limit int64, c store.Store) *region.Region {
+		st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+		t.Cleanup(func() { _ = st.Close() })
+		r, err := region.New(region.Config{
+			Mode: region.Synced, Region: name, Members: members,
+			Limiter:     core.Config{Policy: core.PerSecond("api", limit), Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk},
+			Coordinator: c, SyncPeriod: 50 * time.Millisecond, Clock: clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	hook := &raiseHook{Store: coord}
+	a, b, c := mk("a", 100, coord), mk("b", 100, hook), mk("c", 100, coord)
+	a2 := mk("a", 60, coord) // a, restarted with the new Limit
+	ctx := context.Background()
+	fired := false
+	var berr error
+	for i := 0; i < 200 && !fired; i++ {
+		busy := b // b busy, then a (b's share falls), then b again: a raise
+		if i >= 20 && i < 60 {
+			busy = a
+		}
+		for range 20 {
+			_, _ = busy.Allow(ctx, "x")
+		}
+		_ = a.Sync(ctx)
+		_ = c.Sync(ctx)
+		cur := b.Allowance()
+		if i >= 60 {
+			hook.fire = func(claim int64) {
+				if claim > cur && !fired {
+					fired = true
+					_ = a2.Sync(ctx) // a's first report of the new Limit, read by b's second read only
+				}
+			}
+		}
+		berr = b.Sync(ctx)
+		hook.fire = nil
+		clk.Advance(50 * time.Millisecond)
+	}
+	if !fired {
+		t.Fatal("b never raised its allowance")
+	}
+	if berr == nil || !strings.Contains(berr.Error(), "same Limiter.Policy") {
+		t.Errorf("b's raising sync that read a's new Limit on its second read: %v; want the mismatch", berr)
+	}
+	if got := b.Allowance(); got != 100/12 {
+		t.Errorf("b's allowance %d after it; want its floor, %d", got, 100/12)
 	}
 }
 

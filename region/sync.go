@@ -201,6 +201,11 @@ func (r *Region) exchange(ctx context.Context, m *syncRound) error {
 	if err := r.read(ctx, m); err != nil {
 		return err
 	}
+	if m.mismatch != nil {
+		// First read now: the raise is not enforced (the claim written
+		// covers it).
+		return m.mismatch
+	}
 	m.allowance = max(r.floors[r.self], min(m.allowance, r.limit-m.others()))
 	m.reread = true
 	return nil
