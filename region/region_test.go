@@ -767,21 +767,8 @@ func TestMismatchHoldsTheFloorAtOnce(t *testing.T) {
 	clk := core.NewManualClock(time.Unix(1_800_000_000, 0))
 	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
 	t.Cleanup(func() { _ = coord.Close() })
-	members := []region.Member{{Name: "a"}, {Name: "b"}}
-	mk := func(name string, limit int64) *region.Region {
-		st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
-		t.Cleanup(func() { _ = st.Close() })
-		r, err := region.New(region.Config{
-			Mode: region.Synced, Region: name, Members: members,
-			Limiter:     core.Config{Policy: core.PerSecond("api", limit), Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk},
-			Coordinator: coord, SyncPeriod: 200 * time.Millisecond, Clock: clk,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	a, b := mk("a", 100), mk("b", 100)
+	mk := clockedRegions(t, clk, []string{"a", "b"}, 200*time.Millisecond)
+	a, b := mk("a", 100, coord), mk("b", 100, coord)
 	ctx := context.Background()
 	for range 40 { // a busy, b quiet, until a holds most of the limit
 		for range 30 {
@@ -794,7 +781,7 @@ func TestMismatchHoldsTheFloorAtOnce(t *testing.T) {
 	if got := a.Allowance(); got < 50 {
 		t.Fatalf("a's allowance %d before the change; want most of 100", got)
 	}
-	b = mk("b", 60) // b restarted with the new Limit
+	b = mk("b", 60, coord) // b restarted with the new Limit
 	if err := b.Sync(ctx); err == nil {
 		t.Fatal("b's sync beside a region of another Limit succeeded")
 	}
@@ -803,6 +790,29 @@ func TestMismatchHoldsTheFloorAtOnce(t *testing.T) {
 	}
 	if got := a.Allowance(); got != 100/8 {
 		t.Errorf("a's allowance %d right after it read the mismatch; want its floor, %d", got, 100/8)
+	}
+}
+
+// clockedRegions returns a maker of synced regions of the given members on
+// clk, each with a memory store of its own, a policy of limit a second and
+// the given coordinator.
+func clockedRegions(t *testing.T, clk core.Clock, names []string, period time.Duration) func(name string, limit int64, coord store.Store) *region.Region {
+	var members []region.Member
+	for _, n := range names {
+		members = append(members, region.Member{Name: n})
+	}
+	return func(name string, limit int64, coord store.Store) *region.Region {
+		st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
+		t.Cleanup(func() { _ = st.Close() })
+		r, err := region.New(region.Config{
+			Mode: region.Synced, Region: name, Members: members,
+			Limiter:     core.Config{Policy: core.PerSecond("api", limit), Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk},
+			Coordinator: coord, SyncPeriod: period, Clock: clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
 }
 
@@ -848,20 +858,7 @@ func TestMismatchOnTheSecondReadHoldsTheFloor(t *testing.T) {
 	clk := core.NewManualClock(time.Unix(1_800_000_000, 0))
 	coord := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
 	t.Cleanup(func() { _ = coord.Close() })
-	members := []region.Member{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	mk := func(name string, limit int64, c store.Store) *region.Region {
-		st := memory.New(&memory.Options{Clock: clk, SweepInterval: -1})
-		t.Cleanup(func() { _ = st.Close() })
-		r, err := region.New(region.Config{
-			Mode: region.Synced, Region: name, Members: members,
-			Limiter:     core.Config{Policy: core.PerSecond("api", limit), Algorithm: algorithm.FixedWindow{}, Store: st, Clock: clk},
-			Coordinator: c, SyncPeriod: 50 * time.Millisecond, Clock: clk,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	mk := clockedRegions(t, clk, []string{"a", "b", "c"}, 50*time.Millisecond)
 	hook := &raiseHook{Store: coord}
 	a, b, c := mk("a", 100, coord), mk("b", 100, hook), mk("c", 100, coord)
 	a2 := mk("a", 60, coord) // a, restarted with the new Limit
