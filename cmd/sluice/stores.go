@@ -221,7 +221,7 @@ type quietLog struct{}
 func (quietLog) Printf(context.Context, string, ...any) {}
 
 // urlBackend opens rawURL with storeurl.Open, the function applications
-// use, and checks that the store answers within dialTimeout. Each NewStore
+// use, and checks that the store answers within firstCallTime. Each NewStore
 // opens the URL again: a client of its own, as each instance of a fleet
 // has (the memory store excepted: it is one process's).
 func urlBackend(ctx context.Context, rawURL string) (*backend, error) {
