@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -182,7 +183,7 @@ func failure(ctx context.Context, c *Call, l *layer, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
-	case !errors.Is(err, core.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+	case store.IsContextError(err) && !errors.Is(err, core.ErrUnavailable):
 		// The call's own end, which core reports as soon as its deadline
 		// has passed, before the context may say so.
 		return status.FromContextError(err).Err()

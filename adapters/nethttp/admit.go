@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/internal/receipts"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Admission is what an admitted request holds until its handler returns:
@@ -314,6 +315,5 @@ func tooCostlyMulti(l *layer, ls *core.Limits, n int64) []byte {
 // context may say so (a store's failure is a core.ErrUnavailable, its own
 // deadline included).
 func callerGone(ctx context.Context, err error) bool {
-	return ctx.Err() != nil ||
-		!errors.Is(err, core.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+	return ctx.Err() != nil || store.IsContextError(err) && !errors.Is(err, core.ErrUnavailable)
 }
