@@ -476,8 +476,14 @@ func (r *Region) AllowN(ctx context.Context, identity string, n int64) (core.Dec
 func (r *Region) holdFloor() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	_ = r.toFloor(r.clock.Now())
+}
+
+// toFloor enforces the floor from now, and drops the pending fall back to
+// it. r.mu must be held.
+func (r *Region) toFloor(now time.Time) error {
 	r.drop.Store(0)
-	_ = r.enforce(r.floors[r.self], r.clock.Now())
+	return r.enforce(r.floors[r.self], now)
 }
 
 // fallBack lowers the allowance to the floor: the region has not synced
@@ -488,6 +494,5 @@ func (r *Region) fallBack(deadline int64) {
 	if r.drop.Load() != deadline {
 		return // synced, or fell back, meanwhile
 	}
-	r.drop.Store(0)
-	_ = r.enforce(r.floors[r.self], r.clock.Now())
+	_ = r.toFloor(r.clock.Now())
 }

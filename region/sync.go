@@ -306,8 +306,7 @@ func (r *Region) prepare() (*syncRound, error) {
 	defer r.mu.Unlock()
 	t0 := r.clock.Now()
 	if r.st.synced && !t0.Before(r.st.lastOK.Add(r.keep())) {
-		r.drop.Store(0)
-		if err := r.enforce(r.floors[r.self], t0); err != nil {
+		if err := r.toFloor(t0); err != nil {
 			return nil, err
 		}
 	}
