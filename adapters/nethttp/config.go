@@ -190,6 +190,7 @@ type layer struct {
 	cost       CostFunc
 	// Precomputed response parts, so a denial costs no formatting.
 	item        string // the policy name as a structured-field String
+	policyItems string // its RateLimit-Policy items; none for a shadow or a tiered layer
 	tooMany     []byte // the 429 problem body
 	unavailable []byte // the 503 problem body
 }
@@ -202,7 +203,6 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	}
 	p := &Policy{skip: cfg.Skip, legacy: cfg.LegacyHeaders, refund: !cfg.NoRefund}
 	names := make(map[string]bool, len(cfg.Layers))
-	var field strings.Builder
 	for i, l := range cfg.Layers {
 		if l.Multi != nil || l.Limits != nil || l.Tiers != nil {
 			ly, err := newMultiLayer(i, l, names)
@@ -212,10 +212,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 			if ly.tiers != nil {
 				p.tiered = true
 			} else {
-				if field.Len() > 0 {
-					field.WriteString(", ")
-				}
-				field.WriteString(policyItems(ly.limits))
+				ly.policyItems = policyItems(ly.limits)
 			}
 			p.layers = append(p.layers, ly)
 			continue
@@ -250,12 +247,15 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		ly.tooMany = problemBody(quotaExceeded, pol.Name, "")
 		ly.unavailable = problemBody(reducedCapacity, pol.Name, "The rate limit could not be checked.")
 		if !ly.shadow { // a shadow layer never refuses: announcing it would make clients wait for it
-			if field.Len() > 0 {
-				field.WriteString(", ")
-			}
-			fields.AppendPolicyItem(&field, &pol, ly.leaser, ly.quota)
+			var item strings.Builder
+			fields.AppendPolicyItem(&item, &pol, ly.leaser, ly.quota)
+			ly.policyItems = item.String()
 		}
 		p.layers = append(p.layers, ly)
+	}
+	var field strings.Builder
+	for i := range p.layers {
+		appendItems(&field, p.layers[i].policyItems)
 	}
 	p.policyField = field.String()
 

@@ -83,7 +83,7 @@
 //
 // An admitted request gets the IETF RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-11) as Structured Field Lists, one
-// item per layer that decided it:
+// item per layer that decided it, both fields in the order of the layers:
 //
 //	RateLimit-Policy: "per-ip";q=100;w=60, "in-flight";q=8;qu="concurrent-requests"
 //	RateLimit: "per-ip";r=41;t=17, "in-flight";r=7;t=60

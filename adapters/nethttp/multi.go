@@ -128,22 +128,37 @@ func (p *Policy) setOf(ls *core.Limits) *setInfo {
 
 // policyFieldFor is the RateLimit-Policy value of a request: the constant
 // one, or, when a layer's limits come from tiers, one built from the
-// limits each layer decided under.
+// limits each layer decided under. Either way its items come layer by
+// layer, in the order RateLimit lists them.
 func (p *Policy) policyFieldFor(outs []outcome) string {
 	if !p.tiered {
 		return p.policyField
 	}
 	var b strings.Builder
-	b.WriteString(p.policyField)
-	for i := range outs {
-		if ls := outs[i].limits; ls != nil && outs[i].layer.tiers != nil {
-			if b.Len() > 0 {
-				b.WriteString(", ")
+	for i := range p.layers {
+		ly := &p.layers[i]
+		if ly.tiers == nil {
+			appendItems(&b, ly.policyItems)
+			continue
+		}
+		for j := range outs {
+			if ls := outs[j].limits; outs[j].layer == ly && ls != nil {
+				appendItems(&b, p.setOf(ls).items)
 			}
-			b.WriteString(p.setOf(ls).items)
 		}
 	}
 	return b.String()
+}
+
+// appendItems appends a layer's items to a field's value.
+func appendItems(b *strings.Builder, items string) {
+	if items == "" {
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteString(", ")
+	}
+	b.WriteString(items)
 }
 
 // violatedBody is the 429 body of a refusal by a multi-limit layer, naming

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,33 @@ func TestTieredLayer(t *testing.T) {
 	}
 	if got, h := count("small"); got != 2 || h.Get("RateLimit-Policy") != `"second";q=1;w=1;sluice-burst=2, "day";q=5;w=86400` {
 		t.Errorf("free tenant: %d admitted at once (want 2), RateLimit-Policy %q", got, h.Get("RateLimit-Policy"))
+	}
+}
+
+// RateLimit-Policy lists its items in the order RateLimit does, layer by
+// layer, also when a tiered layer sits between two others: a client may
+// pair the two fields' items by position.
+func TestTieredLayerItemsInLayerOrder(t *testing.T) {
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perSecond(5, 5), perDay(100)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perIP := memLimiter(t, algorithm.FixedWindow{}, core.Policy{Name: "per-ip", Limit: 10, Window: time.Minute})
+	inflight := memLimiter(t, algorithm.Concurrency{}, core.Policy{Name: "inflight", Limit: 3, Window: time.Minute})
+	p := testPolicy(t, Config{Layers: []Layer{
+		{Limiter: perIP},
+		{Multi: clockedMulti(t, nil), Tiers: tiers, Key: Identity(tenantKey{})},
+		{Limiter: inflight},
+	}})
+	w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme"))
+	if !ok {
+		t.Fatalf("refused: %d %s", w.Code, w.Body)
+	}
+	names, _ := list(t, w.Header(), "RateLimit")
+	policy, _ := list(t, w.Header(), "RateLimit-Policy")
+	want := []string{"per-ip", "second", "day", "inflight"}
+	if !slices.Equal(names, want) || !slices.Equal(policy, want) {
+		t.Errorf("RateLimit items %v and RateLimit-Policy items %v, want both %v", names, policy, want)
 	}
 }
 
