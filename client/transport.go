@@ -618,7 +618,9 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	// Past an int64, ParseInt gives its largest value (or its smallest)
+	// with ErrRange: a wait longer than any other, capped as they are.
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
 		if n < 0 {
 			return 0, false
 		}

@@ -825,3 +825,13 @@ func TestAConcurrencyRefusalHoldsTheScopeBriefly(t *testing.T) {
 		t.Fatalf("a request after the handler returned: %d, %v after %v; want 200 within a second or so", code, err, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// A Retry-After of more seconds than an int64 holds is a wait of at least
+// a week, as every shorter one past a week is, not no wait at all.
+func TestRetryAfterPastInt64IsCapped(t *testing.T) {
+	for _, v := range []string{"9223372036854775807", "9223372036854775808", "99999999999999999999"} {
+		if d, ok := retryAfter(v, time.Now()); !ok || d != maxSeconds*time.Second {
+			t.Errorf("Retry-After %s: %v, %v; want a week", v, d, ok)
+		}
+	}
+}
