@@ -100,7 +100,11 @@
 // the failure policy made (Degraded) gets no RateLimit item: nothing is
 // known about the quota. A layer in shadow mode (core.Config.Shadow) gets
 // no item in either field: it never refuses, and a client that honours the
-// fields would hold requests for it. The legacy X-RateLimit-Limit, -Remaining and
+// fields would hold requests for it. On a 429 or 503, RateLimit-Policy
+// still lists the layers after the one that refused, which never decided
+// the request, save a tiered one: its limits depend on a tier it never
+// resolved. So a client pairs the two fields' items by name. The legacy
+// X-RateLimit-Limit, -Remaining and
 // -Reset (delta seconds) describe the most constrained layer and are
 // written only with Config.LegacyHeaders.
 //
