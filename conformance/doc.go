@@ -205,7 +205,9 @@
 // nothing about speed, and no timing: checks on the real clock use windows
 // so long that the test's own pace cannot matter; the ManualClock checks use
 // windows of an hour or more, so that a store expiring keys by its own clock
-// rarely meets them, and allow for it where it does; Expiry and Retention
+// rarely meets them, and allow for it where it does, and run decades ahead
+// of the system clock, so that a store sweeping expired keys by that clock
+// never sweeps a state they still count; Expiry and Retention
 // are the only checks that wait (a few seconds, and one to two of
 // Retention's windows: 1.5 to 3 s, or 8 to 16 s on the generic path of a
 // store that allows for a second of skew). It does not check that Update

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
@@ -31,4 +32,18 @@ func newMem(t testing.TB) *memory.Store {
 	s := memory.New(nil)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// TestMemoryStoreSweeping is the suite against store/memory sweeping every
+// few milliseconds by the system clock, as memory.New(nil) does once a
+// minute: the suite's ManualClocks must never stand behind that clock, or
+// the sweeper removes states they still count, and the suite blames the
+// store for its own clocks (a run longer than a minute meets the default
+// sweep).
+func TestMemoryStoreSweeping(t *testing.T) {
+	Run(t, func(t *testing.T) Harness {
+		s := memory.New(&memory.Options{SweepInterval: 5 * time.Millisecond})
+		t.Cleanup(func() { _ = s.Close() })
+		return memoryHarness{s}
+	})
 }
