@@ -30,7 +30,8 @@ writing Go, and prints a pass/fail table per algorithm and path ("script" is
 the Lua twin run by a Redis or Valkey server, "generic" the read-modify-write
 every store has). It writes keys under the prefix sluice-conformance, for
 identities of its own (the check's name and a random suffix), and deletes them
-at the end when the store can delete.`
+at the end when the store can delete, also when --timeout cuts the suite short
+(in the time --timeout leaves: it says how many it could not).`
 
 // childEnv carries the store to a re-executed copy of this binary, which runs
 // the suite under package testing (the suite reports through *testing.T).
@@ -124,9 +125,15 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	// start: killed only if it has not a second after the deadline.
 	rctx, cancelRun := context.WithDeadline(ctx, deadline.Add(time.Second))
 	defer cancelRun()
+	keyFile, err := os.CreateTemp("", "sluice-conformance-keys-")
+	if err != nil {
+		return err
+	}
+	keyFile.Close()
+	defer os.Remove(keyFile.Name())
 	cmd := exec.CommandContext(rctx, self, cargs...)
 	cmd.Env = append(os.Environ(), childEnv+"="+*spec, "SLUICE_CONFORMANCE_SKEW="+skew.String(),
-		deadlineEnv+"="+strconv.FormatInt(deadline.Add(-reserve).UnixNano(), 10))
+		deadlineEnv+"="+strconv.FormatInt(deadline.Add(-reserve).UnixNano(), 10), keysEnv+"="+keyFile.Name())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	fmt.Fprintf(stdout, "conformance suite against %s…\n", name)
@@ -144,10 +151,20 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		if len(results) > 0 {
 			printTable(stdout, results)
 		}
-		if err := lost(dctx, *spec); err != nil {
+		// Its cleanups did not run: the keys it noted are deleted here.
+		left, err := lost(dctx, *spec, readKeyLog(keyFile.Name()))
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("the suite did not finish within --timeout %s (%d of its checks had); the default is 10m, and the whole suite takes about half a minute against a local redis-server", *timeout, len(results))
+		finished, running := cutShort(out.Bytes())
+		msg := fmt.Sprintf("the suite did not finish within --timeout %s: %d of its checks had finished", *timeout, finished)
+		if running != "" {
+			msg += ", and " + running + " was still running"
+		}
+		if left > 0 {
+			msg += fmt.Sprintf("; %d keys it wrote under sluice-conformance could not be deleted in time, and expire with their TTLs (a day at most)", left)
+		}
+		return errors.New(msg + "; the default is 10m, and the whole suite takes about half a minute against a local redis-server")
 	}
 	if len(results) == 0 {
 		_, _ = stderr.Write(out.Bytes())
@@ -161,7 +178,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintln(stdout, "\nfailures:")
 			printFailures(stdout, out.Bytes())
 		}
-		if err := lost(dctx, *spec); err != nil {
+		if _, err := lost(dctx, *spec, nil); err != nil {
 			return err
 		}
 		return errFailed
@@ -171,21 +188,72 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // lost asks the store of spec again after a run that failed or did not
 // finish: one that no longer answers (gone, or silent) failed no check of
-// its own, and the run exits as for a store that never answered.
-func lost(ctx context.Context, spec string) error {
+// its own, and the run exits as for a store that never answered. One that
+// answers has keys deleted, as far as ctx allows; lost returns how many
+// are left.
+func lost(ctx context.Context, spec string, keys []store.Key) (int, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 100*time.Millisecond {
-		return nil // no time left to ask fairly: say nothing of the store
+		return len(keys), nil // no time left to ask fairly: say nothing of the store
 	}
 	b, err := openBackend(ctx, spec)
 	if err == nil {
-		b.Close()
-		return nil
+		defer b.Close()
+		return deleteKeys(ctx, b, keys), nil
 	}
 	var gone unreachableError
 	if errors.As(err, &gone) {
-		return unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone.err)}
+		return len(keys), unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone.err)}
 	}
-	return nil
+	return len(keys), nil
+}
+
+// cutShort reads the output of a suite that timed out: how many checks
+// had finished (those started and not among the tests package testing
+// lists as running), and the check still running, with how long it had
+// run ("generic/Retention (3s)"), or "" when the output does not say.
+func cutShort(out []byte) (finished int, running string) {
+	var started []string
+	runningNow := map[string]bool{}
+	inList, depth := false, -1
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if name, ok := strings.CutPrefix(l, "=== RUN   "); ok {
+			started = append(started, strings.TrimSpace(name))
+			continue
+		}
+		if strings.TrimSpace(l) == "running tests:" {
+			inList = true
+			continue
+		}
+		if !inList {
+			continue
+		}
+		t := strings.TrimSpace(l)
+		name, dur, ok := strings.Cut(t, " (")
+		if !ok || !strings.HasPrefix(l, "\t\t") {
+			inList = false
+			continue
+		}
+		runningNow[name] = true
+		if d := strings.Count(name, "/"); d > depth {
+			depth, running = d, name+" (after "+dur
+		}
+	}
+	for i, n := range started {
+		leaf := true
+		for _, m := range started[i+1:] {
+			if strings.HasPrefix(m, n+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf && !runningNow[n] {
+			finished++
+		}
+	}
+	return finished, strings.TrimPrefix(running, "TestConformance/")
 }
 
 var (
@@ -361,6 +429,15 @@ func conformanceChild(spec string) {
 		os.Exit(exitUnreachable)
 	}
 	defer b.Close()
+	h := cliHarness{b: b, skew: skew}
+	if path := os.Getenv(keysEnv); path != "" && b.Remote {
+		// A store in this process ends with it: only a remote one keeps
+		// the keys of a run that times out.
+		if h.keys, err = openKeyLog(path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(exitFailed)
+		}
+	}
 	os.Args = append([]string{os.Args[0]}, os.Args[1:]...)
 	if !deadline.IsZero() {
 		// The parent's -test.timeout counted from before this process
@@ -373,7 +450,7 @@ func conformanceChild(spec string) {
 		}
 	}
 	tests := []testing.InternalTest{{Name: "TestConformance", F: func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) conformance.Harness { return harnessOf(cliHarness{b: b, skew: skew}) })
+		conformance.Run(t, func(t *testing.T) conformance.Harness { return harnessOf(h) })
 	}}}
 	testing.Main(func(pat, str string) (bool, error) { return regexp.MatchString(pat, str) }, tests, nil, nil)
 }
@@ -383,6 +460,7 @@ func conformanceChild(spec string) {
 type cliHarness struct {
 	b    *backend
 	skew time.Duration
+	keys *keyLog // notes the keys the suite touches, when set
 }
 
 func (h cliHarness) NewStore(t testing.TB) store.Store {
@@ -391,6 +469,9 @@ func (h cliHarness) NewStore(t testing.TB) store.Store {
 		t.Fatalf("new client of %s: %v", h.b.Name, err)
 	}
 	t.Cleanup(closeStore)
+	if h.keys != nil {
+		return h.keys.logged(s)
+	}
 	return s
 }
 

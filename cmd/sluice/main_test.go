@@ -222,6 +222,47 @@ func TestConformanceLeavesNoKeys(t *testing.T) {
 	}
 }
 
+// A run that --timeout ends deletes the keys of the checks it cut short
+// too (the suite's own cleanups never run: its process ends at the
+// deadline), and says which check was still running.
+func TestConformanceTimedOutLeavesNoKeys(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	c := goredis.NewClient(&goredis.Options{Addr: addr, DB: 13})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	count := func() int {
+		keys, err := c.Keys(ctx, "sluice-conformance*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	before := count()
+	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr+"/13", "--timeout", "3s")
+	wantCode(t, code, exitFailed, out, errOut)
+	if !strings.Contains(errOut, "did not finish within --timeout 3s") || !strings.Contains(errOut, "was still running") {
+		t.Errorf("stderr does not say which check the deadline cut short:\n%s", errOut)
+	}
+	if n := count() - before; n > 0 {
+		t.Fatalf("the run that timed out left %d keys behind in the store", n)
+	}
+}
+
+// cutShort counts the checks a timed-out suite finished, from its -v
+// output (package testing prints no result of a subtest whose parent has
+// not finished), and names the deepest test it lists as running.
+func TestCutShort(t *testing.T) {
+	out := "=== RUN   TestConformance\n=== RUN   TestConformance/Capabilities\n=== RUN   TestConformance/generic\n" +
+		"=== RUN   TestConformance/generic/gcra\n=== RUN   TestConformance/generic/gcra/Admission\n    run.go:60: a log line\n" +
+		"=== RUN   TestConformance/generic/gcra/Steps\n=== RUN   TestConformance/generic/Retention\n" +
+		"panic: test timed out after 3s\n\trunning tests:\n\t\tTestConformance (3s)\n\t\tTestConformance/generic (3s)\n" +
+		"\t\tTestConformance/generic/Retention (2s)\n\ngoroutine 6 [running]:\n"
+	finished, running := cutShort([]byte(out))
+	if finished != 3 || running != "generic/Retention (after 2s)" {
+		t.Errorf("cutShort: %d finished, running %q; want 3 (Capabilities, Admission, Steps) and generic/Retention (after 2s)", finished, running)
+	}
+}
+
 func TestConformanceSentinel(t *testing.T) {
 	addr := testenv.RedisSentinelAddr(t)
 	code, out, errOut := sluice(t, "conformance", "--store", "redis+sentinel://"+addr+"/"+testenv.SentinelMaster, "--run", "token-bucket")
