@@ -50,10 +50,6 @@ func WritePNG(w io.Writer, results []Result, p core.Policy, pat Pattern, d time.
 		return fmt.Errorf("simulate: nothing to plot")
 	}
 	rows := make([][]*plot.Plot, len(results))
-	step := p.Window / 20
-	if step <= 0 {
-		step = time.Millisecond
-	}
 	for i, r := range results {
 		pl := plot.New()
 		pl.Title.Text = PanelTitle(r, p, pat)
@@ -68,18 +64,7 @@ func WritePNG(w io.Writer, results []Result, p core.Policy, pat Pattern, d time.
 				starts = s
 			}
 		}
-		var pts plotter.XYs
-		lo, hi := 0, 0
-		for t := time.Duration(0); t <= d; t += step {
-			for hi < len(starts) && starts[hi] <= t {
-				hi++
-			}
-			for lo < hi && starts[lo] <= t-p.Window {
-				lo++
-			}
-			pts = append(pts, plotter.XY{X: t.Seconds(), Y: float64(hi - lo)})
-		}
-		line, err := plotter.NewLine(pts)
+		line, err := plotter.NewLine(windowSeries(starts, p.Window, d))
 		if err != nil {
 			return err
 		}
@@ -105,4 +90,44 @@ func WritePNG(w io.Writer, results []Result, p core.Policy, pat Pattern, d time.
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
+}
+
+// maxPoints bounds the points of a panel's line: four to a pixel of its
+// width, so that a day of traffic draws in a second, not in minutes and a
+// gigabyte.
+const maxPoints = 4000
+
+// windowSeries is the line of a panel: the starts in the trailing window
+// (of length window) sampled every window/20 from 0 to d, and past
+// maxPoints such samples, the highest of each run of them, at its time, so
+// that no burst is lost to the coarser line.
+func windowSeries(starts []time.Duration, window, d time.Duration) plotter.XYs {
+	step := window / 20
+	if step <= 0 {
+		step = time.Millisecond
+	}
+	per := max(1, int64(d/step+1+maxPoints-1)/maxPoints) // samples a point stands for
+	pts := make(plotter.XYs, 0, min(int64(d/step)+1, maxPoints)+1)
+	lo, hi := 0, 0
+	var n int64
+	best := plotter.XY{Y: -1}
+	for t := time.Duration(0); t <= d; t += step {
+		for hi < len(starts) && starts[hi] <= t {
+			hi++
+		}
+		for lo < hi && starts[lo] <= t-window {
+			lo++
+		}
+		if y := float64(hi - lo); y > best.Y {
+			best = plotter.XY{X: t.Seconds(), Y: y}
+		}
+		if n++; n%per == 0 {
+			pts = append(pts, best)
+			best.Y = -1
+		}
+	}
+	if best.Y >= 0 {
+		pts = append(pts, best)
+	}
+	return pts
 }
