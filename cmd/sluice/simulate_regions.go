@@ -32,6 +32,15 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 	if err := p.Validate(); err != nil {
 		return usageError{msg: err.Error()}
 	}
+	// The synced mode's bounds, in the flags that set them: it syncs at
+	// most every 1ms, by default every fifth of a window, and its lease
+	// (a window, and a few periods, at most a window each) fits in 30 days.
+	if window > 100*time.Hour {
+		return usagef("--window must be at most 100h with --regions, got %s", window)
+	}
+	if period == 0 && window/5 < time.Millisecond {
+		return usagef("--window %s is too short for --regions without --sync-period: the regions sync every fifth of a window by default (%s), and at most every 1ms; give --sync-period 1ms, or a --window of at least 5ms", window, window/5)
+	}
 	if limit < 12 || limit > 100_000 {
 		return usagef("--limit must be 12 to 100000 with --regions (three regions, a floor of a twelfth each), got %d", limit)
 	}

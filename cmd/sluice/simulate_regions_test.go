@@ -43,11 +43,15 @@ func TestSimulateRegionsBadFlags(t *testing.T) {
 		{[]string{"--duration", "3s"}, "--duration must be 10 to 1000 windows"},
 		{[]string{"--sync-period", "2s"}, "--sync-period must be"},
 		{[]string{"--window", "0s"}, "Window"},
+		// The flags the user set, not the fields of region.Config they
+		// become, and nothing on stdout before the error.
+		{[]string{"--window", "4ms"}, "--window 4ms is too short for --regions without --sync-period"},
+		{[]string{"--window", "401h"}, "--window must be at most 100h with --regions"},
 	} {
 		code, out, errOut := sluice(t, append([]string{"simulate", "--regions", "--out", ""}, tc.args...)...)
 		wantCode(t, code, exitUsage, out, errOut)
-		if !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: stderr %q, want %q", tc.args, errOut, tc.want)
+		if !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("%v: stderr %q, want %q; stdout %q, want none", tc.args, errOut, tc.want, out)
 		}
 	}
 }
