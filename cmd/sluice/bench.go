@@ -91,7 +91,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	// The backend and the instances' stores close at once: a store whose
+	// server stopped answering may take a second or two to close
+	// (valkey-go's Close), and one after another that was many seconds
+	// past --duration.
+	closers := []func(){b.Close}
+	defer func() { closeAll(closers) }()
 	ms, err := startMetrics(*metrics, stdout)
 	if err != nil {
 		return err
@@ -104,7 +109,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		defer closeStore()
+		closers = append(closers, closeStore)
 		l, err := core.New(core.Config{Policy: p, Algorithm: alg, Store: s, Prefix: prefix, Observer: ms.observer()})
 		if err != nil {
 			return usageError{msg: err.Error()}
@@ -344,4 +349,13 @@ func warmUp(ctx context.Context, limiters []*core.Limiter, alg core.Algorithm) e
 		_ = l.Reset(ctx, id)
 	}
 	return nil
+}
+
+// closeAll calls every close at once and returns when all have returned.
+func closeAll(closes []func()) {
+	var wg sync.WaitGroup
+	for _, c := range closes {
+		wg.Go(c)
+	}
+	wg.Wait()
 }

@@ -173,3 +173,20 @@ func TestConformanceTimeoutBoundsTheCommand(t *testing.T) {
 		})
 	}
 }
+
+// A bench whose server goes silent during the run ends soon after
+// --duration: its instances' stores close at once, not one after another
+// (valkey-go's Close waits up to two seconds for a silent server; six
+// instances returned 12 s after a 2 s run).
+func TestBenchStoreSilentMidRunEndsSoon(t *testing.T) {
+	p := newCutProxy(t, testenv.RedisAddr(t))
+	silence := time.AfterFunc(time.Second, p.Silence)
+	defer silence.Stop()
+	start := time.Now()
+	code, out, errOut := sluice(t, "bench", "--store", "valkey://"+p.ln.Addr().String(), "--duration", "2s", "--instances", "6", "--progress", "off")
+	took := time.Since(start)
+	wantCode(t, code, exitFailed, out, errOut)
+	if took > 5500*time.Millisecond {
+		t.Errorf("returned after %v, for --duration 2s", took.Round(time.Millisecond))
+	}
+}
