@@ -133,9 +133,11 @@
 //     are rejected with errors matching core.ErrInvalidInput or
 //     core.ErrInvalidPolicy, and nothing is written: the next request meets
 //     a fresh key (and, with an Inspector, the key does not exist).
-//   - Identities: long, binary and separator-laden identities work and keep
-//     states of their own, and so does one identity under two policies or
-//     two prefixes (two namespaces).
+//   - Identities: long, binary and separator-laden identities, and two that
+//     differ only in case, work and keep states of their own, and so does
+//     one identity under two policies or two prefixes (two namespaces),
+//     also when a namespace and an identity join, with a ':', as another
+//     pair does (a prefix may hold a ':').
 //   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short

@@ -123,6 +123,43 @@ func TestNamespaceBlindStoreFailsIdentities(t *testing.T) {
 	}
 }
 
+// mappedStore keys its states by what key maps to, as a store that
+// rewrites keys would.
+type mappedStore struct {
+	*refStore
+	key func(store.Key) store.Key
+}
+
+func (s mappedStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
+	return s.refStore.Update(ctx, s.key(key), m)
+}
+
+func (s mappedStore) Delete(ctx context.Context, key store.Key) error {
+	return s.refStore.Delete(ctx, s.key(key))
+}
+
+// A store that folds case (a case-insensitive column) mixes identities
+// that differ only in case, and one that joins the namespace and the
+// identity with a separator mixes "p:a" and "b" with "p" and "a:b" (a
+// Prefix may hold the separator): Identities catches both.
+func TestMangledKeysFailIdentities(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		key  func(store.Key) store.Key
+		want string
+	}{
+		{"case folded", func(k store.Key) store.Key { k.Identity = strings.ToLower(k.Identity); return k }, "share state"},
+		{"namespace and identity joined", func(k store.Key) store.Key {
+			return store.Key{Identity: k.Namespace + ":" + k.Identity}
+		}, "several namespaces"},
+	} {
+		mk := maker(func(s *refStore) store.Store { return mappedStore{s, c.key} }, Capabilities{}, false)
+		for _, alg := range algorithm.All() {
+			t.Run(c.name+"/"+alg.Name(), func(t *testing.T) { expectFailure(t, checkIdentities, mk, alg, c.want) })
+		}
+	}
+}
+
 // A store that keeps keys far past their TTL fails Expiry.
 func TestImmortalKeysFailExpiry(t *testing.T) {
 	defer func(g time.Duration) { expiryGrace = g }(expiryGrace)

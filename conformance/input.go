@@ -110,7 +110,7 @@ func checkIdentities(t testing.TB, e *env) {
 	clock := core.NewManualClock(epoch)
 	fleet := e.fleet(t, p, clock, clock)
 	base := identity(t, fleet[0])
-	suffixes := []string{"", "\x00", "\x00\x00", "{x}", "}:{", ":", "*", "?", " ", "\n", "\r\n", "é", "\xff\xfe",
+	suffixes := []string{"", "\x00", "\x00\x00", "{x}", "}:{", ":", "*", "?", " ", "\n", "\r\n", "é", "\xff\xfe", "A", "a",
 		strings.Repeat("x", 64<<10), strings.Repeat("x", 64<<10) + "y"}
 	ids := make([]string, len(suffixes))
 	for i, s := range suffixes {
@@ -128,15 +128,27 @@ func checkIdentities(t testing.TB, e *env) {
 		}
 	}
 	// base has had two requests under p; under another policy name, or
-	// under p with another prefix, its first request meets a fresh key.
+	// under p with another prefix, its first request meets a fresh key;
+	// so does one under a prefix that ends as p's namespace, and a policy
+	// named as the start of an identity of p's, "k:"+base, that has had
+	// two requests: the namespace "<prefix>:identities:k" and the identity
+	// base join, with a ':', as p's namespace and "k:"+base do.
 	q := p
 	q.Name = "identities-other"
+	joined := "k:" + base
+	forget(t, fleet[0], joined)
+	for range 2 {
+		e.take(t, fleet[0], joined, 1)
+	}
+	k := p
+	k.Name = "k"
 	for _, o := range []struct {
 		what string
 		l    *core.Limiter
 	}{
 		{"another policy", e.limiter(t, e.stores[1%len(e.stores)], q, clock)},
 		{"another prefix", e.limiterUnder(t, keyPrefix+"-other", e.stores[1%len(e.stores)], p, clock)},
+		{"a namespace that joins with the identity as another's", e.limiterUnder(t, keyPrefix+":"+p.Name, e.stores[1%len(e.stores)], k, clock)},
 	} {
 		forget(t, o.l, base)
 		if got, _ := e.take(t, o.l, base, 1); got != want[0] {
