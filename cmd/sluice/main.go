@@ -87,14 +87,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, args[1:], stdout, stderr)
+		out := &outWriter{w: stdout}
+		err := c.run(ctx, args[1:], out, stderr)
+		if err == nil || errors.Is(err, flag.ErrHelp) {
+			if out.err != nil {
+				// The job went well, but what it said was lost.
+				fmt.Fprintf(stderr, "sluice %s: writing the output: %v\n", c.name, out.err)
+				return exitFailed
+			}
+			return exitOK
+		}
 		var ue usageError
 		var ce unreachableError
 		switch {
-		case err == nil:
-			return exitOK
-		case errors.Is(err, flag.ErrHelp):
-			return exitOK
 		case errors.As(err, &ue) && ue.usage != "":
 			fmt.Fprintf(stderr, "sluice %s: %v\n\n%s", c.name, err, ue.usage)
 			return exitUsage
@@ -114,6 +119,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
 	topUsage(stderr)
 	return exitUsage
+}
+
+// outWriter keeps the first error of a command's writes to its output,
+// which the commands do not check line by line.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
 }
 
 func topUsage(w io.Writer) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"net"
@@ -396,5 +397,20 @@ func TestStoreThatAnswersWithAnError(t *testing.T) {
 	code, out, errOut := sluice(t, "demo", "--store", "redis+cluster://"+addr)
 	if code != exitUnreachable || !strings.Contains(errOut, "answered with an error") || strings.Contains(errOut, "did not answer") {
 		t.Errorf("a cluster URL to a plain redis-server: exit %d, want %d saying it answered with an error\nstdout: %s\nstderr: %s", code, exitUnreachable, out, errOut)
+	}
+}
+
+// failingWriter fails every write, as a full disk (/dev/full) does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// A command whose output could not be written failed: a script that saves
+// its table must not take an empty file for a run that went well.
+func TestOutputWriteErrorFails(t *testing.T) {
+	var errOut bytes.Buffer
+	code := run(context.Background(), []string{"simulate", "--out", ""}, failingWriter{}, &errOut)
+	if code != exitFailed || !strings.Contains(errOut.String(), "no space left on device") {
+		t.Fatalf("exit %d, stderr %q; want exit %d naming the write error", code, errOut.String(), exitFailed)
 	}
 }
