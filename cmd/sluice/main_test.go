@@ -349,6 +349,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"simulate", "--regions", "--pattern", "nope"}, exitUsage, "--regions does not read --pattern"},
 		{[]string{"simulate", "--pool", "--regions"}, exitUsage, "choose one"},
 		{[]string{"simulate", "--sync-period", "1s"}, exitUsage, "--sync-period is for --regions"},
+		{[]string{"simulate", "--pattern", "steady", "--seed", "5"}, exitUsage, "--seed is for the patterns retry-storm, tenants: steady draws nothing at random"},
 		{[]string{"conformance", "--store", "memory", "--timeout", "-1s"}, exitUsage, "--timeout"},
 		{[]string{"demo", "--store", "memory", "--limit", "2"}, exitUsage, "--limit must be at least 3"},
 	}

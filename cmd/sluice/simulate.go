@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,6 +48,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	pat, err := simulate.PatternByName(*pattern)
 	if err != nil {
 		return usageError{msg: err.Error()}
+	}
+	if !pat.Seeded && given(fs, "seed") {
+		var seeded []string
+		for _, p := range simulate.Patterns {
+			if p.Seeded {
+				seeded = append(seeded, p.Name)
+			}
+		}
+		return usagef("--seed is for the patterns %s: %s draws nothing at random", strings.Join(seeded, ", "), pat.Name)
 	}
 	p := core.Policy{Name: "simulate", Limit: *limit, Window: *window, Burst: *burst}
 	if err := p.Validate(); err != nil {
@@ -173,4 +183,11 @@ func modeFlags(fs *flagSet, pool, regions bool) error {
 		}
 	})
 	return err
+}
+
+// given reports whether the command line set the flag called name.
+func given(fs *flagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -37,14 +37,17 @@ type Pattern struct {
 	// tries again, up to MaxRetries times: the clients ignore Retry-After.
 	RetryAfter time.Duration
 	MaxRetries int
+	// Seeded says that Build draws from its seed: the arrivals of the
+	// others are the same for every seed.
+	Seeded bool
 }
 
 // Patterns are the shapes `sluice simulate` knows.
 var Patterns = []Pattern{
-	{"steady", "one client at 1.5× the limit, evenly spaced", steady, 0, 0},
-	{"boundary", "one client bursts the whole limit just before a window edge and again just after it", boundary, 0, 0},
-	{"retry-storm", "eight clients share one key at twice the limit, and retry every denial 50 ms later (up to 5 times), ignoring Retry-After", retryStorm, 50 * time.Millisecond, 5},
-	{"tenants", "one heavy tenant at 5× the limit and three light ones at half of it, each limited on its own key", tenants, 0, 0},
+	{"steady", "one client at 1.5× the limit, evenly spaced", steady, 0, 0, false},
+	{"boundary", "one client bursts the whole limit just before a window edge and again just after it", boundary, 0, 0, false},
+	{"retry-storm", "eight clients share one key at twice the limit, and retry every denial 50 ms later (up to 5 times), ignoring Retry-After", retryStorm, 50 * time.Millisecond, 5, true},
+	{"tenants", "one heavy tenant at 5× the limit and three light ones at half of it, each limited on its own key", tenants, 0, 0, true},
 }
 
 // PatternByName returns the pattern called name.
