@@ -249,6 +249,15 @@ func TestErrorsHideThePassword(t *testing.T) {
 		"memory://admin:1/s3cr3t@",
 		"redis://admin:s3cr3t#pw@127.0.0.1:http",
 		"redis://admin:s3cr3t%zz@127.0.0.1:6379",
+		// A host url.Parse refuses (a pasted space, a stray character):
+		// no '@' is followed by a host name.
+		"redis://u:s3cr3t@ 127.0.0.1:6379",
+		"redis://u:s3cr3t@127.0.0.1 :6379",
+		"redis+sentinel://:s3cr3t@a b:1/m",
+		"valkey://:s3cr3t@a b:1",
+		"redis+cluster://:s3cr3t@a b:1,c:2",
+		"redis://u:s3cr3t@h\x01st:6379",
+		"memcache://u:s3cr3t@a b:11211",
 		// No "://": a scheme left out or mistyped.
 		"admin:s3cr3t@127.0.0.1:6379",
 		"//admin:s3cr3t@127.0.0.1:6379",

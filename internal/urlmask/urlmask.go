@@ -51,17 +51,30 @@ func Userinfo(raw string, values bool) (i, j int, ok bool) {
 }
 
 // userinfoFrom is Userinfo for user information that starts at raw[i].
+// When no '@' is followed by a host name (the host has a character no
+// host may: a pasted space), the last '@' outside a query's value ends
+// it: url.Parse fails on such a URL, and its password is masked all the
+// same.
 func userinfoFrom(raw string, i int, values bool) (_, j int, ok bool) {
+	last := -1
 	for j = len(raw); ; {
 		j = strings.LastIndexByte(raw[i:j], '@')
 		if j < 0 {
-			return 0, 0, false
+			break
 		}
 		j += i
-		if hostFollows(raw[j+1:]) && !(values && inQueryValue(raw, i, j)) {
+		inValue := inQueryValue(raw, i, j)
+		if hostFollows(raw[j+1:]) && !(values && inValue) {
 			return i, j, true
 		}
+		if last < 0 && !inValue {
+			last = j
+		}
 	}
+	if last < 0 {
+		return 0, 0, false
+	}
+	return i, last, true
 }
 
 // hostFollows reports whether s, up to a '/', '?', '#' or its end, could

@@ -31,6 +31,10 @@ func TestMask(t *testing.T) {
 		{"redis:default:SECRETPW@127.0.0.1:6379", "redis:xxxxx@127.0.0.1:6379"},
 		{"redis//default:SECRETPW@127.0.0.1:6379", "redis//default:xxxxx@127.0.0.1:6379"},
 		{"memory", "memory"},
+		// No '@' followed by a host name: the last '@' of the authority
+		// ends the password.
+		{"redis://u:pw@ 127.0.0.1:6379", "redis://u:xxxxx@ 127.0.0.1:6379"},
+		{"redis+cluster://:pw@a b:1,c:2", "redis+cluster://:xxxxx@a b:1,c:2"},
 	} {
 		if got := Mask(c.raw); got != c.want {
 			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
