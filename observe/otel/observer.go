@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -194,6 +195,10 @@ func (o *Observer) attrs(policy string) *attrs {
 }
 
 func (o *Observer) resolve(policy string) *attrs {
+	// An attribute's value must be UTF-8 (OTLP's strings are, and an
+	// exporter fails a whole batch on one that is not): a Limiter's policy
+	// names are checked, a hook's are the application's.
+	policy = strings.ToValidUTF8(policy, "\uFFFD")
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := *o.policies.Load()
@@ -272,6 +277,9 @@ func (o *Observer) BreakerStateChanged(name, state string) {
 	default:
 		state = Other
 	}
+	// An attribute's value must be UTF-8, and a breaker's name is the
+	// application's, unchecked.
+	name = strings.ToValidUTF8(name, "\uFFFD")
 	ctx := context.Background()
 	// The points are recorded under the lock too: two reports of one name
 	// at once (two breakers left at one name) would otherwise leave the

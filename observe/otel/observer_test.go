@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -323,5 +324,45 @@ func BenchmarkObserve(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		o.Observe(e)
+	}
+}
+
+// Attribute values are valid UTF-8, as OTLP's protobuf strings must be (an
+// exporter fails the whole batch on one that is not): a breaker's name and
+// the names given to the hooks are the application's, unchecked.
+func TestAttributeValuesAreUTF8(t *testing.T) {
+	o, r := newObserver(t, Options{})
+	o.BreakerStateChanged("store\xff", "open")
+	o.DenyCacheHit("cache\xfe")
+	o.SetFallbackActive("fallback\xc3", true)
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	check := func(s attribute.Set) {
+		for _, kv := range s.ToSlice() {
+			seen++
+			if v := kv.Value.Emit(); !utf8.ValidString(v) {
+				t.Errorf("attribute %s=%q is not UTF-8", kv.Key, v)
+			}
+		}
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					check(p.Attributes)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					check(p.Attributes)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no attributes collected")
 	}
 }
