@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"bytes"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -58,5 +60,43 @@ func TestMemoryFollowsLiveKeys(t *testing.T) {
 	}
 	if n := slotsHeld(s); n > 4*64 {
 		t.Errorf("after the trickle: %d slots held, want at most %d", n, 4*64)
+	}
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A flood of keys whose states are too long for a slot (a sliding log of
+// a few entries) gives its memory back once the keys expire, as keys with
+// inline states do: Go's maps never shrink, so the side map that held
+// their states (6.3 MB after 100,000 sliding-log keys had expired and
+// been swept, for no live key) must be rebuilt as it empties.
+func TestLongStatesMemoryFollowsLiveKeys(t *testing.T) {
+	clock := core.NewManualClock(epoch)
+	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 4})
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
+	before := heapInUse()
+	const n = 100_000
+	for i := range n {
+		write(t, s, key(strconv.Itoa(i)), long, time.Minute)
+	}
+	full := heapInUse()
+	clock.Advance(time.Hour)
+	// A few live keys, written after the others expired, stay.
+	for i := range 100 {
+		write(t, s, key("live-"+strconv.Itoa(i)), long, time.Hour)
+	}
+	s.Sweep()
+	after := heapInUse()
+	if stored(s) != 100 {
+		t.Fatalf("%d keys stored after the sweep, want the 100 live ones", stored(s))
+	}
+	if held := int64(after) - int64(before); held > int64(full-before)/20 {
+		t.Errorf("%d keys took %d bytes; %d bytes still held for 100 live keys", n, full-before, held)
 	}
 }

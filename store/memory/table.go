@@ -30,8 +30,10 @@ type table struct {
 	hand int
 	// long holds the states longer than inlineCap (a sliding log, many
 	// leases), by key: the slot of such a key carries slotLong. Nil until
-	// the first one.
-	long map[slotKey][]byte
+	// the first one. longPeak is the most it has held since it was made
+	// (see compactLong).
+	long     map[slotKey][]byte
+	longPeak int
 }
 
 const (
@@ -134,7 +136,28 @@ func (t *table) setState(s *slot, next []byte) {
 		t.long = make(map[slotKey][]byte)
 	}
 	t.long[s.key()] = next
+	t.longPeak = max(t.longPeak, len(t.long))
 	s.meta = slotUsed | slotLong
+}
+
+// compactLong drops the side map once it is empty, and rebuilds it once
+// it holds less than an eighth of the most it held (past minSlots of
+// them): a Go map never gives back the memory of entries deleted from it,
+// so a flood of sliding-log keys would otherwise keep theirs after every
+// one had expired. Each rebuild follows at least 7/8 of its peak's
+// deletions, so its copies cost O(1) per deletion, amortized.
+func (t *table) compactLong() {
+	switch n := len(t.long); {
+	case t.long == nil:
+	case n == 0:
+		t.long, t.longPeak = nil, 0
+	case t.longPeak > minSlots && n*8 < t.longPeak:
+		long := make(map[slotKey][]byte, n)
+		for k, v := range t.long {
+			long[k] = v
+		}
+		t.long, t.longPeak = long, n
+	}
 }
 
 // lookup returns the index of k's slot and true, or, when k is absent, the
@@ -292,6 +315,7 @@ func (t *table) shrink() {
 	if len(t.slots) > minSlots && t.count*8 < len(t.slots) {
 		t.resize(max(minSlots, 2*t.count))
 	}
+	t.compactLong()
 }
 
 // sweep deletes every slot expired at now and returns how many it deleted
@@ -315,6 +339,7 @@ func (t *table) sweep(now int64) (removed int, next int64) {
 	}
 	if t.count == 0 {
 		t.slots, t.hand = nil, 0 // long may still hold the front slot's state
+		t.compactLong()
 		return removed, next
 	}
 	t.shrink()
