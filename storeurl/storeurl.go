@@ -224,10 +224,12 @@ func Open(rawURL string) (*Backend, error) {
 		if !strings.Contains(rawURL, "://") {
 			return nil, &URLError{URL: masked, Reason: "no scheme: want <scheme>://host:port; known: " + strings.Join(Schemes, ", ")}
 		}
-		return nil, &URLError{URL: masked, Reason: "not a URL: " + parseReason(rawURL, err)}
+		return nil, &URLError{URL: masked, Reason: urlmask.Scrub("not a URL: "+parseReason(rawURL, err), rawURL)}
 	}
+	// A reason may quote a part of the URL (a path, a parameter's name)
+	// that holds a password or a piece of one: it is cleared of them.
 	bad := func(format string, args ...any) error {
-		return &URLError{URL: masked, Reason: fmt.Sprintf(format, args...)}
+		return &URLError{URL: masked, Reason: urlmask.Scrub(fmt.Sprintf(format, args...), rawURL)}
 	}
 	if list != "" {
 		for _, hp := range strings.Split(list, ",") {
@@ -326,7 +328,7 @@ const escapeHint = "a '#', '/' or '?' in a user or password must be %-escaped (%
 // the password holds a '#', '/' or '?'.
 func parseReason(rawURL string, err error) string {
 	reason := errReason(err)
-	i, j, ok := urlmask.Userinfo(rawURL, false)
+	i, j, ok := urlmask.Bounds(rawURL)
 	if !ok || !strings.Contains(rawURL[i:j], ":") {
 		return reason
 	}

@@ -258,6 +258,17 @@ func TestErrorsHideThePassword(t *testing.T) {
 		"redis+cluster://:s3cr3t@a b:1,c:2",
 		"redis://u:s3cr3t@h\x01st:6379",
 		"memcache://u:s3cr3t@a b:11211",
+		// ... with a '?' (and a '=') in the password, or a second '@'.
+		"redis://u:s3cr3t?a=b@ 127.0.0.1:6379",
+		"valkey://:s3cr3t?x=1@a b:1",
+		"redis+cluster://:s3cr3t?a=b@a b:1,c:2",
+		"redis://u:p@/s3cr3t@ 127.0.0.1:6379",
+		// A query password holding a separator.
+		"redis+sentinel://127.0.0.1:26379/m?password=ab;s3cr3t",
+		"redis+sentinel://127.0.0.1:26379/m?password=ab&s3cr3t",
+		// A scheme mistyped, its reason quoting the path.
+		"memory:/u:s3cr3t@h",
+		"redis:/u:pw?s3cr3t@127.0.0.1:6379",
 		// No "://": a scheme left out or mistyped.
 		"admin:s3cr3t@127.0.0.1:6379",
 		"//admin:s3cr3t@127.0.0.1:6379",

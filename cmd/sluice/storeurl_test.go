@@ -46,6 +46,13 @@ func TestStoreErrorsHideThePassword(t *testing.T) {
 		{"redis://u:1/s3cretpw@127.0.0.1:6379", "must be %-escaped"},
 		{"redis://u:s3cretpw@127.0.0.1:6379?nope=1", "unexpected option: nope"},
 		{"redis+sentinel://127.0.0.1:26379/m?password=s3cretpw&nope=1", "unexpected option: nope"},
+		// A host url.Parse refuses, and a password with a '?' or a
+		// second '@'; a query password with a '&'; a mistyped scheme.
+		{"redis://u:s3cretpw?a=b@ 127.0.0.1:6379", "not a URL"},
+		{"memcached://u:s3cretpw?a=b@ 127.0.0.1:1", "not a URL"},
+		{"redis://u:p@/s3cretpw@ 127.0.0.1:6379", "no host"},
+		{"redis+sentinel://127.0.0.1:26379/m?password=ab&s3cretpw", "has no value"},
+		{"memory:/u:s3cretpw@h", "no path"},
 	} {
 		for _, cmd := range []string{"demo", "bench"} {
 			code, out, errOut := sluice(t, cmd, "--store", c.spec)

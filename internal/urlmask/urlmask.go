@@ -2,11 +2,13 @@
 // or not the URL parses: the password of its user information, and the
 // value of every query parameter whose name holds "password" (a Sentinel
 // URL carries its primary's there). storeurl's errors and the command's
-// messages about a --store value both show URLs through Mask.
+// messages about a --store value both show URLs through Mask, and clear
+// what they quote of a URL of its passwords through Scrub.
 package urlmask
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -18,17 +20,90 @@ import (
 // A URL without "://" (a scheme left out or mistyped: "u:pw@host",
 // "redis:/u:pw@host") is not one, but what comes before its last '@' that
 // a host follows may still be a password: Mask masks it from its first ':'.
+//
+// A URL that does not parse, or that parses with no host, may hide its
+// user information's end anywhere: its last '@' ends it.
 func Mask(raw string) string {
-	i, j, ok := Userinfo(raw, false)
-	if !ok && !strings.Contains(raw, "://") {
-		i, j, ok = userinfoFrom(raw, 0, false)
-	}
+	i, j, ok := Bounds(raw)
 	if ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
 			raw = raw[:i+c] + ":xxxxx" + raw[j:]
 		}
 	}
 	return maskQuery(raw)
+}
+
+// Bounds returns the bounds of the user information Mask masks the
+// password of: Userinfo's, or, without "://", from the start of raw to its
+// last '@' that a host follows; and, when raw does not parse as a URL or
+// parses with no host, to its last '@' if that is further.
+func Bounds(raw string) (i, j int, ok bool) {
+	i, j, ok = Userinfo(raw, false)
+	s := strings.Index(raw, "://")
+	if s < 0 {
+		if !ok {
+			i, j, ok = userinfoFrom(raw, 0, false)
+		}
+		return i, j, ok
+	}
+	last := strings.LastIndexByte(raw[s+len("://"):], '@')
+	if last < 0 {
+		return i, j, ok
+	}
+	if last += s + len("://"); (!ok || last > j) && broken(raw) {
+		return s + len("://"), last, true
+	}
+	return i, j, ok
+}
+
+// broken reports whether raw does not parse as a URL (a host list read as
+// storeurl reads it), or parses with no host.
+func broken(raw string) bool {
+	parsed, list := HostList(raw)
+	u, err := url.Parse(parsed)
+	return err != nil || list == "" && u.Host == ""
+}
+
+// Secrets returns what raw's passwords are, for a message that may quote
+// part of raw to be cleared of them: the password of its user information
+// (Bounds), each query password's value (see maskQuery), and each piece
+// of either, cut at the characters a URL separates its parts with, of at
+// least 4 bytes (a shorter piece would clear words of the message too).
+func Secrets(raw string) []string {
+	var whole []string
+	if i, j, ok := Bounds(raw); ok {
+		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
+			whole = append(whole, raw[i+c+1:j])
+		}
+	}
+	if q := strings.IndexByte(raw, '?'); q >= 0 {
+		for _, v := range queryPasswords(raw[q+1:]) {
+			whole = append(whole, v)
+		}
+	}
+	var out []string
+	for _, w := range whole {
+		if len(w) >= 4 {
+			out = append(out, w)
+		}
+		for _, p := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune("&;=?#/@:,[] \t", r) }) {
+			if len(p) >= 4 && p != w {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// Scrub returns msg with every secret of raw (Secrets) replaced by xxxxx,
+// the longest first.
+func Scrub(msg, raw string) string {
+	secrets := Secrets(raw)
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	return msg
 }
 
 // Userinfo returns the bounds of raw's user information, raw[i:j], as its
@@ -108,7 +183,7 @@ func inQueryValue(raw string, start, at int) bool {
 }
 
 // maskQuery masks the value of every password parameter in the query of
-// s, whether or not the query parses.
+// s, whether or not the query parses (see queryParams).
 func maskQuery(s string) string {
 	q := strings.IndexByte(s, '?')
 	if q < 0 {
@@ -116,26 +191,74 @@ func maskQuery(s string) string {
 	}
 	var b strings.Builder
 	b.WriteString(s[:q+1])
-	rest := s[q+1:]
-	for rest != "" {
-		part := rest
-		sep := strings.IndexAny(rest, "&;")
-		if sep >= 0 {
-			part, rest = rest[:sep+1], rest[sep+1:]
+	for _, p := range queryParams(s[q+1:]) {
+		if p.password {
+			b.WriteString(p.name + "=xxxxx" + p.sep)
+			continue
+		}
+		b.WriteString(p.text + p.sep)
+	}
+	return b.String()
+}
+
+// queryPasswords returns the values of query's password parameters.
+func queryPasswords(query string) []string {
+	var out []string
+	for _, p := range queryParams(query) {
+		if p.password {
+			out = append(out, p.value)
+		}
+	}
+	return out
+}
+
+// queryParam is a parameter of a query as queryParams reads it.
+type queryParam struct {
+	text     string // as written, without its separator
+	name     string
+	value    string
+	password bool // its name holds "password" (or does not unescape)
+	sep      string
+}
+
+// queryParams cuts query at each '&' and ';'. A password's value runs on
+// over the parts after it that hold no '=': a password with a '&' or ';'
+// that is not %-escaped reads as a parameter with no value after it,
+// which is the rest of the password.
+func queryParams(query string) []queryParam {
+	var out []queryParam
+	for rest := query; rest != ""; {
+		part, sep := rest, ""
+		if k := strings.IndexAny(rest, "&;"); k >= 0 {
+			part, sep, rest = rest[:k], rest[k:k+1], rest[k+1:]
 		} else {
 			rest = ""
 		}
-		name, _, hasValue := strings.Cut(part, "=")
-		if n, err := url.QueryUnescape(name); hasValue && (err != nil || strings.Contains(strings.ToLower(n), "password")) {
-			b.WriteString(name + "=xxxxx")
-			if sep >= 0 {
-				b.WriteByte(part[len(part)-1])
+		name, value, hasValue := strings.Cut(part, "=")
+		n, err := url.QueryUnescape(name)
+		p := queryParam{text: part, name: name, value: value, sep: sep,
+			password: hasValue && (err != nil || strings.Contains(strings.ToLower(n), "password"))}
+		for p.password && rest != "" {
+			next, nsep := rest, ""
+			k := strings.IndexAny(rest, "&;")
+			if k >= 0 {
+				next, nsep = rest[:k], rest[k:k+1]
 			}
-			continue
+			if strings.Contains(next, "=") {
+				break
+			}
+			p.value += p.sep + next
+			p.text += p.sep + next
+			p.sep = nsep
+			if k >= 0 {
+				rest = rest[k+1:]
+			} else {
+				rest = ""
+			}
 		}
-		b.WriteString(part)
+		out = append(out, p)
 	}
-	return b.String()
+	return out
 }
 
 // HostList takes out of rawURL a list of hosts ("h1:7000,h2:7001"),

@@ -35,6 +35,13 @@ func TestMask(t *testing.T) {
 		// ends the password.
 		{"redis://u:pw@ 127.0.0.1:6379", "redis://u:xxxxx@ 127.0.0.1:6379"},
 		{"redis+cluster://:pw@a b:1,c:2", "redis+cluster://:xxxxx@a b:1,c:2"},
+		// A URL that does not parse, or has no host: its last '@'.
+		{"redis://u:pw?a=b@ 127.0.0.1:6379", "redis://u:xxxxx@ 127.0.0.1:6379"},
+		{"redis://u:p@/pw@ 127.0.0.1:6379", "redis://u:xxxxx@ 127.0.0.1:6379"},
+		// A query password with a '&' or ';': the parts after it with no
+		// '=' are the rest of it.
+		{"redis://h?password=ab;cd&x=1", "redis://h?password=xxxxx&x=1"},
+		{"redis://h?password=ab&cd", "redis://h?password=xxxxx"},
 	} {
 		if got := Mask(c.raw); got != c.want {
 			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
@@ -64,6 +71,22 @@ func TestUserinfo(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("Userinfo(%q, %v) = %q, want %q", c.raw, c.values, got, c.want)
+		}
+	}
+}
+
+// Scrub clears a message of the passwords of a URL and of their pieces,
+// which a message may quote apart (a path, a parameter's name).
+func TestScrub(t *testing.T) {
+	for _, c := range []struct{ msg, raw, want string }{
+		{`invalid port ":s3cr3t" after host`, "redis://u:s3cr3t?a=b@ 127.0.0.1:6379", `invalid port ":xxxxx" after host`},
+		{"parameter s3cr3t has no value", "redis://h?password=ab&s3cr3t", "parameter xxxxx has no value"},
+		{`memory takes no path, got "/u:s3cr3t@h"`, "memory:/u:s3cr3t@h", `memory takes no path, got "xxxxx@h"`},
+		// Pieces under 4 bytes are left: they would clear the message.
+		{"no host", "redis://u:no@", "no host"},
+	} {
+		if got := Scrub(c.msg, c.raw); got != c.want {
+			t.Errorf("Scrub(%q, %q) = %q, want %q", c.msg, c.raw, got, c.want)
 		}
 	}
 }
