@@ -2,6 +2,7 @@ package otel
 
 import (
 	"context"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -27,7 +28,7 @@ func RecordRefusal(ctx context.Context, policy string, d core.Decision) {
 		return
 	}
 	span.AddEvent(RefusalEvent, trace.WithAttributes(
-		PolicyKey.String(policy),
+		PolicyKey.String(strings.ToValidUTF8(policy, "\uFFFD")), // as the observer's (see resolve)
 		attribute.Int64("sluice.rate_limiting.limit", d.Limit),
 		attribute.Int64("sluice.rate_limiting.remaining", d.Remaining),
 		attribute.Float64("sluice.rate_limiting.retry_after", d.RetryAfter.Seconds()),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -38,5 +39,20 @@ func TestRecordRefusal(t *testing.T) {
 	)
 	if !got.Equals(&want) {
 		t.Fatalf("attributes %v; want %v", got.Encoded(attribute.DefaultEncoder()), want.Encoded(attribute.DefaultEncoder()))
+	}
+}
+
+// A policy name given by the application is made valid UTF-8, as the
+// observer's attributes are: OTLP's strings must be.
+func TestRecordRefusalUTF8(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	RecordRefusal(ctx, "pol\xff", core.Decision{Limit: 10, RetryAfter: time.Second})
+	span.End()
+	for _, kv := range rec.Ended()[0].Events()[0].Attributes {
+		if v := kv.Value.Emit(); !utf8.ValidString(v) {
+			t.Errorf("attribute %s=%q is not UTF-8", kv.Key, v)
+		}
 	}
 }
