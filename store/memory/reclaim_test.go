@@ -100,3 +100,31 @@ func TestLongStatesMemoryFollowsLiveKeys(t *testing.T) {
 		t.Errorf("%d keys took %d bytes; %d bytes still held for 100 live keys", n, full-before, held)
 	}
 }
+
+// Keys whose states shrink back into their slots (a concurrency limit's
+// leases released) give back the side map's memory while they live on:
+// neither a sweep nor a reclaim comes before they expire.
+func TestLongStatesShrinkingGiveMemoryBack(t *testing.T) {
+	clock := core.NewManualClock(epoch)
+	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 4})
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
+	before := heapInUse()
+	const n = 100_000
+	for i := range n {
+		write(t, s, key(strconv.Itoa(i)), long, time.Hour)
+	}
+	full := heapInUse()
+	for i := range n {
+		write(t, s, key(strconv.Itoa(i)), []byte{1}, time.Hour)
+	}
+	after := heapInUse()
+	inline := int64(after) - int64(before)
+	if stored(s) != n {
+		t.Fatalf("%d keys stored, want %d", stored(s), n)
+	}
+	// What is left is the slots' (about 80 bytes a key at most), not the
+	// long states' map.
+	if inline > 100*n {
+		t.Errorf("%d keys with long states took %d bytes; with their states back in their slots they hold %d (over 100 a key)", n, full-before, inline)
+	}
+}

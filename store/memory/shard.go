@@ -78,7 +78,7 @@ func (sh *shard) remove(k slotKey) {
 func (sh *shard) dropFront() {
 	sh.peek.withdraw()
 	if f := &sh.front; f.meta&slotLong != 0 {
-		delete(sh.t.long, f.key())
+		sh.t.dropLong(f.key())
 	}
 	sh.front = slot{}
 }

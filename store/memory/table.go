@@ -127,7 +127,7 @@ func (t *table) setState(s *slot, next []byte) {
 			copy(s.inline[:], next) // a memmove: next may overlap inline
 		}
 		if s.meta&slotLong != 0 {
-			delete(t.long, s.key())
+			t.dropLong(s.key())
 		}
 		s.meta = slotUsed | uint8(len(next))
 		return
@@ -138,6 +138,18 @@ func (t *table) setState(s *slot, next []byte) {
 	t.long[s.key()] = next
 	t.longPeak = max(t.longPeak, len(t.long))
 	s.meta = slotUsed | slotLong
+}
+
+// dropLong deletes k's long state, and rebuilds the side map once it
+// holds less than an eighth of its peak (see compactLong): keys whose
+// states shrink back into their slots (leases released) may live on long
+// after, with no sweep or reclaim to compact it. It keeps an empty map,
+// so that a key whose state goes back and forth allocates none.
+func (t *table) dropLong(k slotKey) {
+	delete(t.long, k)
+	if n := len(t.long); t.longPeak > minSlots && n*8 < t.longPeak {
+		t.rebuildLong()
+	}
 }
 
 // compactLong drops the side map once it is empty, and rebuilds it once
@@ -152,12 +164,17 @@ func (t *table) compactLong() {
 	case n == 0:
 		t.long, t.longPeak = nil, 0
 	case t.longPeak > minSlots && n*8 < t.longPeak:
-		long := make(map[slotKey][]byte, n)
-		for k, v := range t.long {
-			long[k] = v
-		}
-		t.long, t.longPeak = long, n
+		t.rebuildLong()
 	}
+}
+
+// rebuildLong copies the side map into one sized for what it holds.
+func (t *table) rebuildLong() {
+	long := make(map[slotKey][]byte, len(t.long))
+	for k, v := range t.long {
+		long[k] = v
+	}
+	t.long, t.longPeak = long, len(long)
 }
 
 // lookup returns the index of k's slot and true, or, when k is absent, the
@@ -214,7 +231,7 @@ func (t *table) remove(k slotKey) {
 // slots only forward of i (round the end).
 func (t *table) deleteAt(i int) {
 	if s := &t.slots[i]; s.meta&slotLong != 0 {
-		delete(t.long, s.key())
+		t.dropLong(s.key())
 	}
 	n := len(t.slots)
 	for j := t.next(i); ; j = t.next(j) {
