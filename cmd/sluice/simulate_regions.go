@@ -56,6 +56,9 @@ func runSimulateRegions(ctx context.Context, fs *flagSet, limit int64, window, d
 		if period < window/100 || period > window {
 			return usagef("--sync-period must be from a hundredth of --window to --window, got %s", period)
 		}
+		if period < time.Millisecond {
+			return usagef("--sync-period must be at least 1ms (the regions sync at most every 1ms), got %s", period)
+		}
 		sc.Period = period
 	}
 	fmt.Fprintf(stdout, "one global limit of %d per %s over regions a, b, c (floor %d each)\n", limit, window, limit/12)

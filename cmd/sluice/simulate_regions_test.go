@@ -47,6 +47,7 @@ func TestSimulateRegionsBadFlags(t *testing.T) {
 		// become, and nothing on stdout before the error.
 		{[]string{"--window", "4ms"}, "--window 4ms is too short for --regions without --sync-period"},
 		{[]string{"--window", "401h"}, "--window must be at most 100h with --regions"},
+		{[]string{"--window", "5ms", "--sync-period", "999us"}, "--sync-period must be at least 1ms"},
 	} {
 		code, out, errOut := sluice(t, append([]string{"simulate", "--regions", "--out", ""}, tc.args...)...)
 		wantCode(t, code, exitUsage, out, errOut)
@@ -63,5 +64,18 @@ func TestSimulateRegionsLongWindowRates(t *testing.T) {
 	wantCode(t, code, exitOK, out, errOut)
 	if strings.Contains(out, " 0/s") || !strings.Contains(out, "/h") {
 		t.Errorf("rates of a 100h window not shown per hour:\n%s", out)
+	}
+}
+
+// A --duration that is not a whole number of windows (or of steps) runs:
+// its last window is simulated in part.
+func TestSimulateRegionsPartWindow(t *testing.T) {
+	for _, args := range [][]string{
+		{"--duration", "10.5s"},
+		{"--window", "999ms", "--duration", "10s"},
+		{"--window", "4.999ms", "--sync-period", "1ms", "--duration", "2s"},
+	} {
+		code, out, errOut := sluice(t, append([]string{"simulate", "--regions", "--out", ""}, args...)...)
+		wantCode(t, code, exitOK, out, errOut)
 	}
 }

@@ -123,7 +123,8 @@ func RunRegions(mode region.Mode, sc Regions) (RegionsResult, error) {
 		}
 		regions = append(regions, r)
 	}
-	windows := int(sc.Duration / sc.Window)
+	// A last window the duration ends in is simulated in part.
+	windows := int((sc.Duration + sc.Window - 1) / sc.Window)
 	res := RegionsResult{Mode: mode, Admitted: make([][]int64, windows), Asked: make([]int64, windows), Bound: sc.Limit, Lease: regions[0].Lease()}
 	if mode == region.Slack {
 		res.Bound = int64(n) * sc.Limit
