@@ -132,6 +132,10 @@ func TestConformanceStoreSilentMidRun(t *testing.T) {
 	if !strings.Contains(errOut, "stopped answering") {
 		t.Errorf("stderr does not say the store stopped answering:\n%s", errOut)
 	}
+	// The keys of the checks it cut short could not be deleted: it says so.
+	if !strings.Contains(errOut, "keys it wrote under sluice-conformance may be left") {
+		t.Errorf("stderr does not say that keys may be left:\n%s", errOut)
+	}
 }
 
 // --timeout bounds the whole command: a store slow to answer its first
