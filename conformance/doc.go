@@ -196,6 +196,8 @@
 //     race; this one is not. A harness declares Processes only when
 //     NewStore in another process reaches the same backend (a server the
 //     test is given through the environment, not one it starts itself).
+//     It skips, saying so, when the test's deadline (-timeout) is less
+//     than a second away.
 //
 // # Limits
 //

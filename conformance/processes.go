@@ -216,7 +216,9 @@ func checkProcesses(t testing.TB, test string, ordinal int, h Harness, algs []co
 		}
 	}
 	if life < time.Second {
-		t.Fatalf("the test's deadline is %v away: too close to start the processes", life.Round(time.Millisecond))
+		// Cut short by the test's own deadline, the check says nothing
+		// of the store.
+		t.Skipf("the test's deadline is %v away: too close to start the processes (give the test a longer -timeout)", life.Round(time.Millisecond))
 	}
 	spec.Deadline = time.Now().Add(life).UnixNano()
 	v, err := json.Marshal(spec)

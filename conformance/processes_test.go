@@ -143,3 +143,24 @@ func TestProcessesPassesALockOfEveryProcess(t *testing.T) {
 		t.Errorf("a lock of every process failed Processes:\n%s", r)
 	}
 }
+
+// nearDeadline is a test whose deadline is close.
+type nearDeadline struct {
+	testing.TB
+	dl time.Time
+}
+
+func (n nearDeadline) Deadline() (time.Time, bool) { return n.dl, true }
+
+// A test whose deadline is too close to start the processes skips
+// Processes, saying why: a check that cannot run says nothing of the store
+// (the suite has no false positives).
+func TestProcessesSkipsNearTheDeadline(t *testing.T) {
+	h := fileHarness{fileStore{dir: t.TempDir()}}
+	r := record(t, func(tb testing.TB) {
+		checkProcesses(nearDeadline{tb, time.Now().Add(300 * time.Millisecond)}, t.Name(), 0, h, h.Capabilities().Algorithms, false)
+	})
+	if r.Failed() || !r.Skipped() {
+		t.Errorf("Processes with its deadline 300ms away: failed %v, skipped %v; want a skip:\n%s", r.Failed(), r.Skipped(), r)
+	}
+}
