@@ -98,9 +98,12 @@ func WritePNG(w io.Writer, results []Result, p core.Policy, pat Pattern, d time.
 const maxPoints = 4000
 
 // windowSeries is the line of a panel: the starts in the trailing window
-// (of length window) sampled every window/20 from 0 to d, and past
-// maxPoints such samples, the highest of each run of them, at its time, so
-// that no burst is lost to the coarser line.
+// (of length window) sampled every window/20 from 0 to d, each sample the
+// highest count since the last one, at its instant (a count peaks at a
+// start, and may fall again before the next sample: the line reaches the
+// worst window the title states); past maxPoints such samples, the
+// highest of each run of them, so that no burst is lost to the coarser
+// line.
 func windowSeries(starts []time.Duration, window, d time.Duration) plotter.XYs {
 	step := window / 20
 	if step <= 0 {
@@ -113,7 +116,17 @@ func windowSeries(starts []time.Duration, window, d time.Duration) plotter.XYs {
 	best := plotter.XY{Y: -1}
 	for t := time.Duration(0); t <= d; t += step {
 		for hi < len(starts) && starts[hi] <= t {
-			hi++
+			// The count at this start's instant, every start at it in.
+			s := starts[hi]
+			for hi < len(starts) && starts[hi] == s {
+				hi++
+			}
+			for lo < hi && starts[lo] <= s-window {
+				lo++
+			}
+			if y := float64(hi - lo); y > best.Y {
+				best = plotter.XY{X: s.Seconds(), Y: y}
+			}
 		}
 		for lo < hi && starts[lo] <= t-window {
 			lo++

@@ -70,3 +70,20 @@ func TestWindowSeriesIsBoundedAndKeepsPeaks(t *testing.T) {
 		t.Errorf("10 s: %d points, want 201 (one each 50 ms)", n)
 	}
 }
+
+// The line reaches the worst window the title states: a peak between two
+// samples (here at 0.99 s, gone by the sample at 1 s) is drawn at its
+// instant.
+func TestWindowSeriesReachesThePeakBetweenSamples(t *testing.T) {
+	starts := []time.Duration{0}
+	for range 10 {
+		starts = append(starts, 990*time.Millisecond)
+	}
+	peak := 0.0
+	for _, p := range windowSeries(starts, time.Second, 2*time.Second) {
+		peak = max(peak, p.Y)
+	}
+	if peak != 11 {
+		t.Errorf("the line's highest point is %v, want 11 (all 11 starts within the window ending at 0.99 s)", peak)
+	}
+}
