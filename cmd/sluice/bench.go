@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 const benchSynopsis = `Measures a store: decisions per second and latency percentiles (p50, p99,
@@ -343,8 +344,13 @@ func warmUp(ctx context.Context, limiters []*core.Limiter, alg core.Algorithm) e
 		} else {
 			_, err = l.Allow(ctx, id)
 		}
-		if err != nil {
+		switch {
+		case err != nil && (ctx.Err() != nil || store.IsContextError(err)):
 			return unreachableError{fmt.Errorf("a first decision did not finish within %s: %w", dialTimeout, err)}
+		case err != nil:
+			// It answered, refusing (a replica's READONLY, an OOM, an
+			// ACL): the job fails, the store is reachable.
+			return fmt.Errorf("a first decision failed: %w", err)
 		}
 		_ = l.Reset(ctx, id)
 	}

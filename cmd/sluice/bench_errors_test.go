@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -47,5 +51,24 @@ func TestBenchWithErrorsFails(t *testing.T) {
 	r = benchRun(context.Background(), []*core.Limiter{l}, []string{"a"}, 2, 50*time.Millisecond, algorithm.GCRA{}, func(time.Duration) {})
 	if r.errors != 0 || r.verdict() != nil {
 		t.Errorf("a run with no error: %d errors, verdict %v", r.errors, r.verdict())
+	}
+}
+
+// A store that answers but refuses the decisions (a replica's READONLY, an
+// OOM, an ACL's NOPERM) failed the job (exit 1): it is not unreachable
+// (exit 3), and no decision waited out the warm-up's deadline.
+func TestBenchStoreThatRefusesFails(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	admin := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "sluice-bench-noperm", "on", ">pw", "+@connection", "~*").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(ctx, "ACL", "DELUSER", "sluice-bench-noperm") })
+	code, out, errOut := sluice(t, "bench", "--store", "redis://sluice-bench-noperm:pw@"+addr, "--duration", "300ms", "--progress", "off")
+	wantCode(t, code, exitFailed, out, errOut)
+	if !strings.Contains(errOut, "NOPERM") || strings.Contains(errOut, "did not finish") {
+		t.Errorf("stderr %q: want the server's refusal, not a deadline", errOut)
 	}
 }
