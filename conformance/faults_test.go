@@ -141,7 +141,9 @@ func (s mappedStore) Delete(ctx context.Context, key store.Key) error {
 // A store that folds case (a case-insensitive column) mixes identities
 // that differ only in case, and one that joins the namespace and the
 // identity with a separator mixes "p:a" and "b" with "p" and "a:b" (a
-// Prefix may hold the separator): Identities catches both.
+// Prefix may hold the separator); so do one that joins them with none or
+// with "::", folds a namespace's case or cuts it short: Identities
+// catches each.
 func TestMangledKeysFailIdentities(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -152,6 +154,10 @@ func TestMangledKeysFailIdentities(t *testing.T) {
 		{"namespace and identity joined", func(k store.Key) store.Key {
 			return store.Key{Identity: k.Namespace + ":" + k.Identity}
 		}, "several namespaces"},
+		{"joined with no separator", func(k store.Key) store.Key { return store.Key{Identity: k.Namespace + k.Identity} }, "several namespaces"},
+		{"joined with '::'", func(k store.Key) store.Key { return store.Key{Identity: k.Namespace + "::" + k.Identity} }, "several namespaces"},
+		{"namespace case folded", func(k store.Key) store.Key { k.Namespace = strings.ToLower(k.Namespace); return k }, "several namespaces"},
+		{"namespace cut to 64 bytes", func(k store.Key) store.Key { k.Namespace = k.Namespace[:min(64, len(k.Namespace))]; return k }, "several namespaces"},
 	} {
 		mk := maker(func(s *refStore) store.Store { return mappedStore{s, c.key} }, Capabilities{}, false)
 		for _, alg := range algorithm.All() {

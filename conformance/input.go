@@ -127,34 +127,47 @@ func checkIdentities(t testing.TB, e *env) {
 			}
 		}
 	}
-	// base has had two requests under p; under another policy name, or
-	// under p with another prefix, its first request meets a fresh key;
-	// so does one under a prefix that ends as p's namespace, and a policy
-	// named as the start of an identity of p's, "k:"+base, that has had
-	// two requests: the namespace "<prefix>:identities:k" and the identity
-	// base join, with a ':', as p's namespace and "k:"+base do.
-	q := p
-	q.Name = "identities-other"
-	joined := "k:" + base
-	forget(t, fleet[0], joined)
-	for range 2 {
-		e.take(t, fleet[0], joined, 1)
+	// Keys must differ whenever their namespace or identity does: for
+	// each pair, the first key has two requests, and then the second's
+	// first request meets a fresh key. The pairs catch a store that keys
+	// by less than the whole of Key.String(): one that drops the policy or
+	// the prefix, folds a namespace's case, cuts a long one short, or
+	// joins namespace and identity with a separator they may hold (':',
+	// "::", none: a prefix may hold ':' and a name '-').
+	other := func(prefix, name string) *core.Limiter {
+		q := p
+		q.Name = name
+		return e.limiterUnder(t, prefix, e.stores[1%len(e.stores)], q, clock)
 	}
-	k := p
-	k.Name = "k"
-	for _, o := range []struct {
-		what string
-		l    *core.Limiter
+	long := keyPrefix + "-" + strings.Repeat("n", core.MaxNameLen-len(keyPrefix)-1)
+	for _, c := range []struct {
+		what     string
+		first    *core.Limiter
+		firstID  string
+		second   *core.Limiter
+		secondID string
+		charged  bool // the first key has had its two requests
 	}{
-		{"another policy", e.limiter(t, e.stores[1%len(e.stores)], q, clock)},
-		{"another prefix", e.limiterUnder(t, keyPrefix+"-other", e.stores[1%len(e.stores)], p, clock)},
-		{"a namespace that joins with the identity as another's", e.limiterUnder(t, keyPrefix+":"+p.Name, e.stores[1%len(e.stores)], k, clock)},
+		{"another policy", fleet[0], base, other(keyPrefix, "identities-other"), base, true},
+		{"another prefix", fleet[0], base, other(keyPrefix+"-other", p.Name), base, true},
+		{"a prefix of another case", other(keyPrefix+"-Case", p.Name), base, other(keyPrefix+"-case", p.Name), base, false},
+		{"a long namespace that differs at its end", other(long, p.Name+"-a"), base, other(long, p.Name+"-b"), base, false},
+		{"a namespace and identity that join with ':' as another pair", fleet[0], "k:" + base, other(keyPrefix+":"+p.Name, "k"), base, false},
+		{"a namespace and identity that join with '::' as another pair", fleet[0], "k::" + base, other(keyPrefix+":"+p.Name+":", "k"), base, false},
+		{"a namespace and identity that join with no separator as another pair", fleet[0], "-x" + base, other(keyPrefix, p.Name+"-x"), base, false},
 	} {
-		forget(t, o.l, base)
-		if got, _ := e.take(t, o.l, base, 1); got != want[0] {
-			t.Errorf("%s: identity %q under %s (namespace %q): first request decided %+v, want %+v: "+
+		if !c.charged {
+			forget(t, c.first, c.firstID)
+			for range 2 {
+				e.take(t, c.first, c.firstID, 1)
+			}
+		}
+		forget(t, c.second, c.secondID)
+		if got, _ := e.take(t, c.second, c.secondID, 1); got != want[0] {
+			t.Errorf("%s: identity %q under %s (namespace %q, after two requests of %q under %q): first request decided %+v, want %+v: "+
 				"the store keeps one state for several namespaces (it must key by Key.String(), namespace and all)",
-				e.alg.Name(), truncate(base), o.what, o.l.Key(base).Namespace, got, want[0])
+				e.alg.Name(), truncate(c.secondID), c.what, c.second.Key(c.secondID).Namespace,
+				truncate(c.firstID), c.first.Key(c.firstID).Namespace, got, want[0])
 		}
 	}
 }
