@@ -77,9 +77,7 @@ func Secrets(raw string) []string {
 		}
 	}
 	if q := strings.IndexByte(raw, '?'); q >= 0 {
-		for _, v := range queryPasswords(raw[q+1:]) {
-			whole = append(whole, v)
-		}
+		whole = append(whole, queryPasswords(raw[q+1:])...)
 	}
 	var out []string
 	for _, w := range whole {
