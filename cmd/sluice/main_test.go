@@ -201,20 +201,26 @@ func TestConformanceTimeout(t *testing.T) {
 	}
 }
 
-// The command deletes the keys it wrote, the multi-limit checks' too. Its
-// own database of the server, so that no other test's keys are counted.
-func TestConformanceLeavesNoKeys(t *testing.T) {
-	addr := testenv.RedisAddr(t)
-	c := goredis.NewClient(&goredis.Options{Addr: addr, DB: 14})
+// conformanceKeys returns a count of the suite's keys in database db of
+// the server at addr: each test that counts them has a database of its
+// own, so that no other test's keys are counted.
+func conformanceKeys(t *testing.T, addr string, db int) func() int {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, DB: db})
 	t.Cleanup(func() { c.Close() })
-	ctx := context.Background()
-	count := func() int {
-		keys, err := c.Keys(ctx, "sluice-conformance*").Result()
+	return func() int {
+		keys, err := c.Keys(context.Background(), "sluice-conformance*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(keys)
 	}
+}
+
+// The command deletes the keys it wrote, the multi-limit checks' too. Its
+// own database of the server, so that no other test's keys are counted.
+func TestConformanceLeavesNoKeys(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	count := conformanceKeys(t, addr, 14)
 	before := count()
 	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr+"/14", "--run", "Multi|gcra")
 	wantCode(t, code, exitOK, out, errOut)
@@ -228,16 +234,7 @@ func TestConformanceLeavesNoKeys(t *testing.T) {
 // deadline), and says which check was still running.
 func TestConformanceTimedOutLeavesNoKeys(t *testing.T) {
 	addr := testenv.RedisAddr(t)
-	c := goredis.NewClient(&goredis.Options{Addr: addr, DB: 13})
-	t.Cleanup(func() { c.Close() })
-	ctx := context.Background()
-	count := func() int {
-		keys, err := c.Keys(ctx, "sluice-conformance*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(keys)
-	}
+	count := conformanceKeys(t, addr, 13)
 	before := count()
 	code, out, errOut := sluice(t, "conformance", "--store", "redis://"+addr+"/13", "--timeout", "3s")
 	wantCode(t, code, exitFailed, out, errOut)

@@ -71,21 +71,28 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
+// longStates writes n keys with states too long for a slot, living ttl, to
+// a store of its own, and returns the live heap before and after.
+func longStates(t *testing.T, n int, ttl time.Duration) (clock *core.ManualClock, s *Store, before, full uint64) {
+	clock = core.NewManualClock(epoch)
+	s = newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 4})
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
+	before = heapInUse()
+	for i := range n {
+		write(t, s, key(strconv.Itoa(i)), long, ttl)
+	}
+	return clock, s, before, heapInUse()
+}
+
 // A flood of keys whose states are too long for a slot (a sliding log of
 // a few entries) gives its memory back once the keys expire, as keys with
 // inline states do: Go's maps never shrink, so the side map that held
 // their states (6.3 MB after 100,000 sliding-log keys had expired and
 // been swept, for no live key) must be rebuilt as it empties.
 func TestLongStatesMemoryFollowsLiveKeys(t *testing.T) {
-	clock := core.NewManualClock(epoch)
-	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 4})
-	long := bytes.Repeat([]byte{7}, inlineCap+1)
-	before := heapInUse()
 	const n = 100_000
-	for i := range n {
-		write(t, s, key(strconv.Itoa(i)), long, time.Minute)
-	}
-	full := heapInUse()
+	clock, s, before, full := longStates(t, n, time.Minute)
+	long := bytes.Repeat([]byte{7}, inlineCap+1)
 	clock.Advance(time.Hour)
 	// A few live keys, written after the others expired, stay.
 	for i := range 100 {
@@ -105,15 +112,8 @@ func TestLongStatesMemoryFollowsLiveKeys(t *testing.T) {
 // leases released) give back the side map's memory while they live on:
 // neither a sweep nor a reclaim comes before they expire.
 func TestLongStatesShrinkingGiveMemoryBack(t *testing.T) {
-	clock := core.NewManualClock(epoch)
-	s := newStore(t, &Options{Clock: clock, SweepInterval: -1, Shards: 4})
-	long := bytes.Repeat([]byte{7}, inlineCap+1)
-	before := heapInUse()
 	const n = 100_000
-	for i := range n {
-		write(t, s, key(strconv.Itoa(i)), long, time.Hour)
-	}
-	full := heapInUse()
+	_, s, before, full := longStates(t, n, time.Hour)
 	for i := range n {
 		write(t, s, key(strconv.Itoa(i)), []byte{1}, time.Hour)
 	}
