@@ -156,7 +156,13 @@ func TestClientBehindTrustedForwarded(t *testing.T) {
 		{name: "element without for", peer: "10.0.0.1:1", forwarded: []string{"proto=https"}, want: "10.0.0.1/32"},
 		{name: "two for in one element", peer: "10.0.0.1:1", forwarded: []string{"for=203.0.113.7;for=198.51.100.1"}, want: "10.0.0.1/32"},
 		{name: "unterminated quote", peer: "10.0.0.1:1", forwarded: []string{`for="203.0.113.7`}, want: "10.0.0.1/32"},
-		{name: "client quote swallowing the proxy's element", peer: "10.0.0.1:1", forwarded: []string{`for=6.6.6.6", for=203.0.113.7`}, want: "10.0.0.1/32"},
+		// A client's unterminated quote cannot swallow the element the
+		// trusted proxy appended after it: elements are split from the
+		// right, where the proxy's own, balanced, end the line. Read as
+		// one quoted string, the client was counted as the proxy.
+		{name: "client quote swallowing the proxy's element", peer: "10.0.0.1:1", forwarded: []string{`for=6.6.6.6", for=203.0.113.7`}, want: "203.0.113.7/32"},
+		{name: "lone client quote before the proxy's element", peer: "10.0.0.1:1", forwarded: []string{`for=", for=203.0.113.7`}, want: "203.0.113.7/32"},
+		{name: "client quote before a trusted chain", peer: "10.0.0.1:1", forwarded: []string{`for="x, for=203.0.113.7, for="[2001:db8::1]", for=10.0.0.2`}, want: "2001:db8::/64"},
 		{name: "malformed left element skipped", peer: "10.0.0.1:1", forwarded: []string{`for=@@@, for=203.0.113.7`}, want: "203.0.113.7/32"},
 		{name: "escaped quoted string", peer: "10.0.0.1:1", forwarded: []string{`for="\"x\""`}, want: "10.0.0.1/32"},
 		{name: "escaped address", peer: "10.0.0.1:1", forwarded: []string{`for="203.0.113.\7"`}, want: "203.0.113.7/32"},

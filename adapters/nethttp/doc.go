@@ -25,7 +25,9 @@
 // Hops to its left were written by the client or by untrusted proxies and
 // are never read, so a client cannot choose its own identity. A hop that
 // is not an address (garbage, "unknown", an obfuscated node) stops the walk
-// at the last trusted hop. Ports, IPv6 brackets and zones are accepted and
+// at the last trusted hop. Forwarded's elements are split from the right
+// too, so that what a client wrote to the left of a proxy's element (an
+// unterminated quote) cannot swallow it. Ports, IPv6 brackets and zones are accepted and
 // dropped; IPv4-mapped IPv6 addresses are IPv4. Addresses are grouped: every
 // IPv6 client of one /64 (Config.IPv6Prefix) shares a quota, since one
 // subscriber usually holds a whole /64; IPv4 clients are grouped by /32

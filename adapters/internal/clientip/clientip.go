@@ -8,6 +8,7 @@ package clientip
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,59 +54,66 @@ func WalkForwarded(lines []string, last netip.Addr, trusted func(netip.Addr) boo
 	return last
 }
 
-// parseForwarded appends the hop of every element of one field line. A
-// malformed element becomes a hop that is not ok; parsing resumes at the
-// next comma outside a quoted string.
+// parseForwarded appends the hop of every element of one field line, in
+// order. The line is split into elements from the right, at each comma
+// outside a quoted string as seen from there: the right end is what the
+// trusted proxies appended, well formed, so what the client wrote to the
+// left (an unterminated quote) cannot swallow their elements, as it would
+// if the line were read from the left. A malformed element becomes a hop
+// that is not ok.
 func parseForwarded(s string, hops []hop) []hop {
-	i := 0
-	for {
-		var h hop
-		seen, bad := false, false
-		for !bad {
-			i = skipOWS(s, i)
-			if i >= len(s) || s[i] == ',' {
-				break
-			}
-			if s[i] == ';' {
-				i++
+	first := len(hops)
+	end, quoted := len(s), false
+	for i := len(s) - 1; i >= -1; i-- {
+		if i >= 0 {
+			switch c := s[i]; {
+			case c == '"' && (i == 0 || s[i-1] != '\\'):
+				quoted = !quoted
+				continue
+			case quoted || c != ',':
 				continue
 			}
-			k := scanToken(s, i)
-			if k == i || k >= len(s) || s[k] != '=' {
-				bad = true
-				break
-			}
-			key := s[i:k]
-			i = k + 1
-			var val string
-			var ok bool
-			val, i, ok = scanValue(s, i)
-			if !ok {
-				bad = true
-				break
-			}
-			if strings.EqualFold(key, "for") {
-				if seen {
-					bad = true // two "for" in one element: which one?
-					break
-				}
-				seen = true
-				h.addr, h.ok = parseForNode(val)
-			}
-			i = skipOWS(s, i)
-			if i < len(s) && s[i] != ';' && s[i] != ',' {
-				bad = true
-			}
 		}
-		if bad {
-			h = hop{}
-			i = skipElement(s, i)
-		}
-		hops = append(hops, h)
+		hops = append(hops, parseElement(s[i+1:end]))
+		end = i
+	}
+	slices.Reverse(hops[first:])
+	return hops
+}
+
+// parseElement reads one forwarded-element: its "for" node, or a hop that
+// is not ok when the element is malformed, has no "for", or has two.
+func parseElement(s string) hop {
+	var h hop
+	seen := false
+	for i := 0; ; {
+		i = skipOWS(s, i)
 		if i >= len(s) {
-			return hops
+			return h
 		}
-		i++ // the comma
+		if s[i] == ';' {
+			i++
+			continue
+		}
+		k := scanToken(s, i)
+		if k == i || k >= len(s) || s[k] != '=' {
+			return hop{}
+		}
+		key := s[i:k]
+		val, j, ok := scanValue(s, k+1)
+		if !ok {
+			return hop{}
+		}
+		if strings.EqualFold(key, "for") {
+			if seen {
+				return hop{} // two "for" in one element: which one?
+			}
+			seen = true
+			h.addr, h.ok = parseForNode(val)
+		}
+		if i = skipOWS(s, j); i < len(s) && s[i] != ';' {
+			return hop{}
+		}
 	}
 }
 
@@ -218,23 +226,6 @@ func unescape(v string) string {
 		b = append(b, v[i])
 	}
 	return string(b)
-}
-
-// skipElement moves i to the next comma outside a quoted string, or to the
-// end of s.
-func skipElement(s string, i int) int {
-	quoted := false
-	for ; i < len(s); i++ {
-		switch c := s[i]; {
-		case quoted && c == '\\':
-			i++
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
-			return i
-		}
-	}
-	return len(s)
 }
 
 // WalkXFF walks X-Forwarded-For lines (joined in order, as one list) from the
