@@ -48,8 +48,12 @@ type Config struct {
 	// when it is already clean (no "//", "." or ".." segments, escaped
 	// ones included), so "/healthz/../admin" and "/debug/%2e%2e/admin" are
 	// limited like any other path, and as the client sent it: "/%68ealthz" or "/debug%2Fx", which a router may route on as
-	// they are, is not "/healthz" or "/debug/x". Entries must start with
-	// "/" and be clean themselves.
+	// they are, is not "/healthz" or "/debug/x". The path alone is
+	// matched, whatever the Host: a ServeMux with host patterns
+	// ("api.example.com/") routes a skipped path to a host's handler when
+	// the client names that host, so register no host-specific handler
+	// under a skipped path (or limit it with a Middleware of its own).
+	// Entries must start with "/" and be clean themselves.
 	SkipPaths []string
 
 	// Skip, when set, reports further requests that are not limited. It is
