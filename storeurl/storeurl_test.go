@@ -284,6 +284,27 @@ func TestErrorsHideThePassword(t *testing.T) {
 	}
 }
 
+// A user with an '@' (an email), a query password with an '@', or one
+// that a parser %-decodes before quoting: no error shows the password or a
+// piece of it.
+func TestErrorsHideThePasswordsPieces(t *testing.T) {
+	for _, c := range []struct{ url, secret string }{
+		{"redis://me@x.com:2024/Secret99@ 127.0.0.1:16905", "Secret99"},
+		{"redis://me@x.com:/Hunter2024@127.0.0.1:6379,h b:1", "Hunter2024"},
+		{"valkey://me@x.com:Hunter,2024#x@a b:6379", "Hunter"},
+		{"redis://[::1/0?password=ab@Hunter2024", "Hunter2024"},
+		{"redis+sentinel://[::1]:26379,h b/m?password=ab@Hunter2024", "Hunter2024"},
+		{"redis+sentinel://h:26379/m?password=ab@Secret99#x", "Secret99"},
+		{"redis:/u:abc?Hunter%212024@h:6379", "Hunter"},
+		{"redis+sentinel://h:26379/m?x=1?password=Hunter2024", "Hunter2024"},
+	} {
+		_, err := storeurl.Open(c.url)
+		if err == nil || strings.Contains(err.Error(), c.secret) {
+			t.Errorf("Open(%q): %v: want an error without %q", c.url, err, c.secret)
+		}
+	}
+}
+
 // Each count and size is taken up to its maximum.
 func TestOpenTakesTheMaxima(t *testing.T) {
 	for _, u := range []string{

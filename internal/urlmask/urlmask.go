@@ -21,39 +21,47 @@ import (
 // "redis:/u:pw@host") is not one, but what comes before its last '@' that
 // a host follows may still be a password: Mask masks it from its first ':'.
 //
-// A URL that does not parse, or that parses with no host, may hide its
-// user information's end anywhere: its last '@' ends it.
+// The last '@' outside a query's value ends the user information when it
+// lies further than that (a user with an '@', an email, and a host that
+// does not parse). Last, every piece of a password (Secrets) still in the
+// result is masked too.
 func Mask(raw string) string {
-	i, j, ok := Bounds(raw)
-	if ok {
+	out := raw
+	if i, j, ok := bounds(raw, false); ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
-			raw = raw[:i+c] + ":xxxxx" + raw[j:]
+			out = raw[:i+c] + ":xxxxx" + raw[j:]
 		}
 	}
-	return maskQuery(raw)
+	return Scrub(maskQuery(out), raw)
 }
 
 // Bounds returns the bounds of the user information Mask masks the
-// password of: Userinfo's, or, without "://", from the start of raw to its
-// last '@' that a host follows; and, when raw does not parse as a URL or
-// parses with no host, to its last '@' if that is further.
-func Bounds(raw string) (i, j int, ok bool) {
-	i, j, ok = Userinfo(raw, false)
-	s := strings.Index(raw, "://")
-	if s < 0 {
-		if !ok {
-			i, j, ok = userinfoFrom(raw, 0, false)
+// password of (see Mask).
+func Bounds(raw string) (i, j int, ok bool) { return bounds(raw, false) }
+
+// bounds is Userinfo's bounds (from the start of raw without "://"), or
+// those to raw's last '@' outside a query's value, when that is further;
+// in a URL that does not parse, or parses with no host, to its last '@'
+// wherever it is.
+func bounds(raw string, values bool) (i, j int, ok bool) {
+	start := 0
+	if s := strings.Index(raw, "://"); s >= 0 {
+		start = s + len("://")
+	}
+	i, j, ok = userinfoFrom(raw, start, values)
+	anywhere := broken(raw)
+	for k := len(raw); ; {
+		k = strings.LastIndexByte(raw[start:k], '@')
+		if k < 0 {
+			return i, j, ok
 		}
-		return i, j, ok
+		if k += start; anywhere || !inQueryValue(raw, start, k) {
+			if !ok || k > j {
+				return start, k, true
+			}
+			return i, j, ok
+		}
 	}
-	last := strings.LastIndexByte(raw[s+len("://"):], '@')
-	if last < 0 {
-		return i, j, ok
-	}
-	if last += s + len("://"); (!ok || last > j) && broken(raw) {
-		return s + len("://"), last, true
-	}
-	return i, j, ok
 }
 
 // broken reports whether raw does not parse as a URL (a host list read as
@@ -66,26 +74,49 @@ func broken(raw string) bool {
 
 // Secrets returns what raw's passwords are, for a message that may quote
 // part of raw to be cleared of them: the password of its user information
-// (Bounds), each query password's value (see maskQuery), and each piece
-// of either, cut at the characters a URL separates its parts with, of at
-// least 4 bytes (a shorter piece would clear words of the message too).
+// (as Bounds, but leaving an '@' in a query's value to the value), each
+// query password's value (see maskQuery), each as written and %-decoded,
+// and each piece of them, cut at the characters a URL separates its parts
+// with, of at least 4 bytes (a shorter piece would clear words of the
+// message too).
 func Secrets(raw string) []string {
 	var whole []string
-	if i, j, ok := Bounds(raw); ok {
+	// rest is raw without them: a piece also found in it (a port, a
+	// host's name) is not the password's alone, and clearing it would
+	// clear the message's.
+	rest := []byte(raw)
+	blank := func(from, to int) {
+		whole = append(whole, raw[from:to])
+		for k := from; k < to; k++ {
+			rest[k] = ' '
+		}
+	}
+	if i, j, ok := bounds(raw, true); ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
-			whole = append(whole, raw[i+c+1:j])
+			blank(i+c+1, j)
 		}
 	}
 	if q := strings.IndexByte(raw, '?'); q >= 0 {
-		whole = append(whole, queryPasswords(raw[q+1:])...)
+		for _, p := range queryParams(raw[q+1:]) {
+			if p.password {
+				blank(q+1+p.at, q+1+p.at+len(p.value))
+			}
+		}
+	}
+	for _, w := range whole {
+		for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
+			if d, err := unescape(w); err == nil && d != w {
+				whole = append(whole, d)
+			}
+		}
 	}
 	var out []string
 	for _, w := range whole {
 		if len(w) >= 4 {
 			out = append(out, w)
 		}
-		for _, p := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune("&;=?#/@:,[] \t", r) }) {
-			if len(p) >= 4 && p != w {
+		for _, p := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune("&;=?#/@:,[] \t!", r) }) {
+			if len(p) >= 4 && p != w && !strings.Contains(string(rest), p) {
 				out = append(out, p)
 			}
 		}
@@ -199,46 +230,38 @@ func maskQuery(s string) string {
 	return b.String()
 }
 
-// queryPasswords returns the values of query's password parameters.
-func queryPasswords(query string) []string {
-	var out []string
-	for _, p := range queryParams(query) {
-		if p.password {
-			out = append(out, p.value)
-		}
-	}
-	return out
-}
-
 // queryParam is a parameter of a query as queryParams reads it.
 type queryParam struct {
 	text     string // as written, without its separator
 	name     string
 	value    string
+	at       int  // where value starts in the query
 	password bool // its name holds "password" (or does not unescape)
 	sep      string
 }
 
-// queryParams cuts query at each '&' and ';'. A password's value runs on
+// queryParams cuts query at each '&', ';' and '?' (a second '?' starts
+// no query, but a reader may take what follows for one). A password's value runs on
 // over the parts after it that hold no '=': a password with a '&' or ';'
 // that is not %-escaped reads as a parameter with no value after it,
 // which is the rest of the password.
 func queryParams(query string) []queryParam {
 	var out []queryParam
 	for rest := query; rest != ""; {
+		at := len(query) - len(rest)
 		part, sep := rest, ""
-		if k := strings.IndexAny(rest, "&;"); k >= 0 {
+		if k := strings.IndexAny(rest, "&;?"); k >= 0 {
 			part, sep, rest = rest[:k], rest[k:k+1], rest[k+1:]
 		} else {
 			rest = ""
 		}
 		name, value, hasValue := strings.Cut(part, "=")
 		n, err := url.QueryUnescape(name)
-		p := queryParam{text: part, name: name, value: value, sep: sep,
+		p := queryParam{text: part, name: name, value: value, at: at + len(name) + 1, sep: sep,
 			password: hasValue && (err != nil || strings.Contains(strings.ToLower(n), "password"))}
 		for p.password && rest != "" {
 			next, nsep := rest, ""
-			k := strings.IndexAny(rest, "&;")
+			k := strings.IndexAny(rest, "&;?")
 			if k >= 0 {
 				next, nsep = rest[:k], rest[k:k+1]
 			}

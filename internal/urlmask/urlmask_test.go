@@ -42,6 +42,11 @@ func TestMask(t *testing.T) {
 		// '=' are the rest of it.
 		{"redis://h?password=ab;cd&x=1", "redis://h?password=xxxxx&x=1"},
 		{"redis://h?password=ab&cd", "redis://h?password=xxxxx"},
+		// A user with an '@' (an email): the last '@' outside a query's
+		// value ends the password, even in a URL that parses.
+		{"redis://me@x.com:2024/pw99@ 127.0.0.1:6379", "redis://me@x.com:xxxxx@ 127.0.0.1:6379"},
+		// A second '?' starts no query, but a password after it is masked.
+		{"redis://h:1/m?x=1?password=pw", "redis://h:1/m?x=1?password=xxxxx"},
 	} {
 		if got := Mask(c.raw); got != c.want {
 			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
