@@ -13,6 +13,9 @@
 // Update holds the lock of the key's shard across the algorithm's step, so a
 // read-modify-write of one key is atomic, and a decision on an existing key
 // allocates nothing: the step reads and writes the key's own state in place.
+// One exception: a state that grows past a slot's 19 bytes (a sliding log's
+// third entry in a window, a concurrency limit's third lease) is allocated
+// then, once, and kept beside the table while it stays that long.
 // A Limiter's Allow takes a shorter road to the same place: the Store is a
 // inproc.Binder, so the Limiter binds once to its namespace and each decision
 // runs the step directly under the shard lock, with no Mutation to pool and
