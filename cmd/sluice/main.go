@@ -80,7 +80,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		topUsage(stdout)
+		out := &outWriter{w: stdout}
+		if topUsage(out); out.err != nil {
+			fmt.Fprintf(stderr, "sluice: writing the output: %v\n", out.err)
+			return exitFailed
+		}
 		return exitOK
 	}
 	for _, c := range commands {

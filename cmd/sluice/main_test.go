@@ -407,8 +407,11 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space
 // its table must not take an empty file for a run that went well.
 func TestOutputWriteErrorFails(t *testing.T) {
 	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"simulate", "--out", ""}, failingWriter{}, &errOut)
-	if code != exitFailed || !strings.Contains(errOut.String(), "no space left on device") {
-		t.Fatalf("exit %d, stderr %q; want exit %d naming the write error", code, errOut.String(), exitFailed)
+	for _, args := range [][]string{{"simulate", "--out", ""}, {"--help"}, {"simulate", "--help"}} {
+		errOut.Reset()
+		code := run(context.Background(), args, failingWriter{}, &errOut)
+		if code != exitFailed || !strings.Contains(errOut.String(), "no space left on device") {
+			t.Errorf("sluice %q: exit %d, stderr %q; want exit %d naming the write error", args, code, errOut.String(), exitFailed)
+		}
 	}
 }
