@@ -133,11 +133,15 @@
 //     are rejected with errors matching core.ErrInvalidInput or
 //     core.ErrInvalidPolicy, and nothing is written: the next request meets
 //     a fresh key (and, with an Inspector, the key does not exist).
-//   - Identities: long, binary and separator-laden identities, and two that
-//     differ only in case, work and keep states of their own, and so does
-//     one identity under two policies or two prefixes (two namespaces),
-//     also when a namespace and an identity join, with a ':', as another
-//     pair does (a prefix may hold a ':').
+//   - Identities: long, binary and separator-laden identities work and
+//     keep states of their own, also pairs a store that rewrites keys would
+//     make one (two that differ only in case, in bytes that are not UTF-8,
+//     in a space and a '_', in "%41" and "A", or only at their start), and
+//     so does one identity under two policies or two prefixes (two
+//     namespaces), also when a namespace and an identity join, with ':',
+//     "::" or nothing, as another pair does (a prefix may hold a ':', a
+//     name a '-'), and when two namespaces differ only in case, at the end
+//     of a long one, or in a '.' and a '-'.
 //   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,16 @@ func TestMangledKeysFailIdentities(t *testing.T) {
 		{"joined with '::'", func(k store.Key) store.Key { return store.Key{Identity: k.Namespace + "::" + k.Identity} }, "several namespaces"},
 		{"namespace case folded", func(k store.Key) store.Key { k.Namespace = strings.ToLower(k.Namespace); return k }, "several namespaces"},
 		{"namespace cut to 64 bytes", func(k store.Key) store.Key { k.Namespace = k.Namespace[:min(64, len(k.Namespace))]; return k }, "several namespaces"},
+		{"identity made UTF-8", func(k store.Key) store.Key { k.Identity = strings.ToValidUTF8(k.Identity, "\uFFFD"); return k }, "share state"},
+		{"spaces made '_'", func(k store.Key) store.Key { k.Identity = strings.ReplaceAll(k.Identity, " ", "_"); return k }, "share state"},
+		{"identity unescaped", func(k store.Key) store.Key {
+			if d, err := url.PathUnescape(k.Identity); err == nil {
+				k.Identity = d
+			}
+			return k
+		}, "share state"},
+		{"identity's last 64 bytes", func(k store.Key) store.Key { k.Identity = k.Identity[max(0, len(k.Identity)-64):]; return k }, "share state"},
+		{"namespace's '.' made '-'", func(k store.Key) store.Key { k.Namespace = strings.ReplaceAll(k.Namespace, ".", "-"); return k }, "several namespaces"},
 	} {
 		mk := maker(func(s *refStore) store.Store { return mappedStore{s, c.key} }, Capabilities{}, false)
 		for _, alg := range algorithm.All() {

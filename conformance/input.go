@@ -110,12 +110,19 @@ func checkIdentities(t testing.TB, e *env) {
 	clock := core.NewManualClock(epoch)
 	fleet := e.fleet(t, p, clock, clock)
 	base := identity(t, fleet[0])
-	suffixes := []string{"", "\x00", "\x00\x00", "{x}", "}:{", ":", "*", "?", " ", "\n", "\r\n", "é", "\xff\xfe", "A", "a",
-		strings.Repeat("x", 64<<10), strings.Repeat("x", 64<<10) + "y"}
-	ids := make([]string, len(suffixes))
+	// Pairs a store that mangles identities would make one: bytes that
+	// are not UTF-8 ("\xff", "\xfe": one U+FFFD each), a space and a '_'
+	// (a naive key sanitizer), "%41" and "A" (decoded), and, below, two
+	// long identities that end alike (a store keeping only an end).
+	suffixes := []string{"", "\x00", "\x00\x00", "{x}", "}:{", ":", "*", "?", " ", "_", "\n", "\r\n", "é",
+		"\xff\xfe", "\xff", "\xfe", "A", "a", "%41", strings.Repeat("x", 64<<10), strings.Repeat("x", 64<<10) + "y"}
+	ids := make([]string, len(suffixes), len(suffixes)+2)
 	for i, s := range suffixes {
 		ids[i] = base + s
-		forget(t, fleet[0], ids[i])
+	}
+	ids = append(ids, "a"+base+strings.Repeat("x", 1<<10), "b"+base+strings.Repeat("x", 1<<10))
+	for _, id := range ids {
+		forget(t, fleet[0], id)
 	}
 	want := serial(e.alg, p, clock.Now(), 1, 2)
 	for round := range 2 {
@@ -155,6 +162,7 @@ func checkIdentities(t testing.TB, e *env) {
 		{"a namespace and identity that join with ':' as another pair", fleet[0], "k:" + base, other(keyPrefix+":"+p.Name, "k"), base, false},
 		{"a namespace and identity that join with '::' as another pair", fleet[0], "k::" + base, other(keyPrefix+":"+p.Name+":", "k"), base, false},
 		{"a namespace and identity that join with no separator as another pair", fleet[0], "-x" + base, other(keyPrefix, p.Name+"-x"), base, false},
+		{"a policy named with a '.' where another has a '-'", other(keyPrefix, p.Name+".y"), base, other(keyPrefix, p.Name+"-y"), base, false},
 	} {
 		if !c.charged {
 			forget(t, c.first, c.firstID)
