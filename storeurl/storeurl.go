@@ -57,7 +57,11 @@
 // and then fails every dial at once.
 //
 // valkey schemes: dial_timeout (not negative; 0 is valkey-go's default),
-// write_timeout, db, client_name, protocol, skip_verify (valkeys only,
+// write_timeout (default 1s, where valkey-go's own is 10s: how late a
+// reply may be before valkey-go closes its connection, so that a
+// connection gone silent while the server lives, as after a lost NAT
+// entry, is replaced within about three seconds rather than failing the
+// calls on it for 12 s), db, client_name, protocol, skip_verify (valkeys only,
 // true or false), plus clock_skew and max_attempts.
 //
 // memcache: timeout (socket read/write, default 500ms), max_idle_conns
@@ -879,6 +883,11 @@ func dialAny(ctx context.Context, addrs []string) error {
 
 // valkeyParams are the parameters valkey-go's ParseURL reads; it ignores
 // any other, so Open checks.
+// defaultValkeyWriteTimeout is a valkey URL's write_timeout when it sets
+// none: ten times the Limiter's default Timeout, so that no reply a
+// decision could still use is cut short.
+const defaultValkeyWriteTimeout = time.Second
+
 var valkeyParams = []string{"db", "dial_timeout", "write_timeout", "skip_verify", "protocol", "client_name"}
 
 func openValkey(u *url.URL, q url.Values) (*Backend, error) {
@@ -944,6 +953,9 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	}
 	if opt.TLSConfig != nil && opt.TLSConfig.MinVersion == 0 {
 		opt.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	if !p.q.Has("write_timeout") {
+		opt.ConnWriteTimeout = defaultValkeyWriteTimeout
 	}
 	if opt.AlwaysRESP2 {
 		// valkey-go's client-side cache, which the store does not use,

@@ -635,3 +635,127 @@ func TestConcurrentClose(t *testing.T) {
 		t.Errorf("Ping after Close: %v", err)
 	}
 }
+
+// muteProxy forwards loopback connections to target until Mute, when the
+// connections already open go silent both ways (open, and nothing
+// passes: a lost NAT or conntrack entry) while new ones still pass.
+type muteProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	muted []*atomicBool
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) get() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+
+func newMuteProxy(t *testing.T, target string) *muteProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &muteProxy{ln: ln}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			m := &atomicBool{}
+			p.mu.Lock()
+			p.muted = append(p.muted, m)
+			conns = append(conns, c, s)
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if n > 0 && !m.get() {
+						if _, werr := dst.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			wg.Go(func() { pipe(s, c) })
+			wg.Go(func() { pipe(c, s) })
+		}
+	})
+	return p
+}
+
+// Mute silences every connection open now.
+func (p *muteProxy) Mute() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.muted {
+		m.mu.Lock()
+		m.v = true
+		m.mu.Unlock()
+	}
+}
+
+// A valkey:// store whose connections go silent while the server lives
+// (a lost NAT entry) decides again within about three seconds: valkey-go
+// closes a connection whose reply is write_timeout late (its ping, once a
+// keep-alive period of 1s passes with no reply, finds it), 1s by default
+// in a URL, where its own default (ten keep-alive periods) left calls
+// beyond the store's own connections (8 callers here) failing for 12 s.
+func TestValkeyRecoversFromSilentConnections(t *testing.T) {
+	p := newMuteProxy(t, testenv.RedisAddr(t))
+	b := open(t, "valkey://"+p.ln.Addr().String())
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "mute", Limit: 1_000_000_000, Window: time.Hour}, Algorithm: algorithm.GCRA{}, Store: b.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 20 {
+		if _, err := l.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Mute()
+	start := time.Now()
+	var mu sync.Mutex
+	var late []time.Duration // failures past the first 4 s
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for time.Since(start) < 6*time.Second {
+				if _, err := l.Allow(ctx, "k"); err != nil {
+					if at := time.Since(start); at > 4*time.Second {
+						mu.Lock()
+						late = append(late, at)
+						mu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(late) > 0 {
+		t.Errorf("%d calls failed 4-6s after the connections went silent (the first at %v, the last at %v); want none", len(late), late[0].Round(time.Millisecond), late[len(late)-1].Round(time.Millisecond))
+	}
+}

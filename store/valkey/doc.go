@@ -121,6 +121,17 @@
 // ClientOption.PipelineMultiplex, when the store has none up) meets a dead
 // one; the calls after those meet the refused dial.
 //
+// A connection that goes silent while its server lives (a NAT or conntrack
+// entry lost, a virtual IP moved) is another matter: no dial is refused,
+// and valkey-go closes such a connection only when a reply is
+// ClientOption.ConnWriteTimeout late (its default, ten Dialer.KeepAlive
+// periods, is 10 s). Until then every call that goes out on it is
+// unknown: on a cluster client's connection to the node, and on a
+// standalone client's beyond the store's own connections, calls failed
+// for 12 s in a test from outside. Set ConnWriteTimeout to about a second
+// (storeurl's valkey URLs do, unless their write_timeout says otherwise):
+// calls then decided again within about 3 s.
+//
 // valkey-go itself never resends a script, as read in its v1.0.79 source:
 //
 //   - Do retries after a network error only commands marked retryable:
