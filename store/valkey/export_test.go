@@ -43,3 +43,12 @@ func PipesUp(s *Store) (up, of int) {
 	}
 	return up, len(s.sh.pipes)
 }
+
+// LanesSettled reports whether s holds every dedicated connection it may,
+// idle, and makes no more: no connection is being dialled.
+func LanesSettled(s *Store) bool {
+	if s.direct == nil || s.direct.free == nil {
+		return true
+	}
+	return len(s.direct.free) == int(s.direct.lanes) && !s.direct.making.Load()
+}
