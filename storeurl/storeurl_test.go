@@ -297,6 +297,12 @@ func TestErrorsHideThePasswordsPieces(t *testing.T) {
 		{"redis+sentinel://h:26379/m?password=ab@Secret99#x", "Secret99"},
 		{"redis:/u:abc?Hunter%212024@h:6379", "Hunter"},
 		{"redis+sentinel://h:26379/m?x=1?password=Hunter2024", "Hunter2024"},
+		// A '?' or ';' in a query password: a query parser splits at '&'
+		// alone (and refuses ';'), so what follows is the password's.
+		{"redis+sentinel://h1:26379/m?password=ab?Hunter=2024Secret&db=abc", "Hunter"},
+		{"redis+sentinel://h1:26379/m?password=ab;Hunter=2024Secret", "Hunter"},
+		// A tail of short pieces after an '@' in a query password.
+		{"redis+sentinel://h b:1/m?password=ab@Hu!nt!er!20!24", "er!20!24"},
 	} {
 		_, err := storeurl.Open(c.url)
 		if err == nil || strings.Contains(err.Error(), c.secret) {

@@ -111,18 +111,37 @@ func Secrets(raw string) []string {
 		}
 	}
 	var out []string
+	add := func(p string) {
+		if len(p) >= 4 && !strings.Contains(string(rest), p) {
+			out = append(out, p)
+		}
+	}
 	for _, w := range whole {
 		if len(w) >= 4 {
 			out = append(out, w)
 		}
-		for _, p := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune("&;=?#/@:,[] \t!", r) }) {
-			if len(p) >= 4 && p != w && !strings.Contains(string(rest), p) {
-				out = append(out, p)
+		// Each piece between separators, and each run from a separator to
+		// either end: a message may quote a password from any of them on
+		// (a reader that took a '@' in it for the user information's end
+		// shows what follows as a host).
+		for k := 0; k < len(w); k++ {
+			if strings.IndexByte(urlSeparators, w[k]) >= 0 {
+				add(w[:k])
+				add(w[k+1:])
+			}
+		}
+		for _, p := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune(urlSeparators, r) }) {
+			if p != w {
+				add(p)
 			}
 		}
 	}
 	return out
 }
+
+// urlSeparators are the characters a URL, or a reader of one, may cut a
+// password at.
+const urlSeparators = "&;=?#/@:,[] \t!"
 
 // Scrub returns msg with every secret of raw (Secrets) replaced by xxxxx,
 // the longest first.
@@ -241,10 +260,11 @@ type queryParam struct {
 }
 
 // queryParams cuts query at each '&', ';' and '?' (a second '?' starts
-// no query, but a reader may take what follows for one). A password's value runs on
-// over the parts after it that hold no '=': a password with a '&' or ';'
-// that is not %-escaped reads as a parameter with no value after it,
-// which is the rest of the password.
+// no query, but a reader may take what follows for one). A password's
+// value runs on over the parts after it that follow a '?' or ';' (a
+// query parser splits at '&' alone) and those after a '&' that hold no
+// '=': a password with a '&' that is not %-escaped reads as a parameter
+// with no value after it, which is the rest of the password.
 func queryParams(query string) []queryParam {
 	var out []queryParam
 	for rest := query; rest != ""; {
@@ -265,7 +285,9 @@ func queryParams(query string) []queryParam {
 			if k >= 0 {
 				next, nsep = rest[:k], rest[k:k+1]
 			}
-			if strings.Contains(next, "=") {
+			// A parser splits a query at '&' alone (and refuses ';'): what
+			// follows a '?' or ';' is the password's, '=' or not.
+			if p.sep == "&" && strings.Contains(next, "=") {
 				break
 			}
 			p.value += p.sep + next

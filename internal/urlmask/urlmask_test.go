@@ -20,7 +20,7 @@ func TestMask(t *testing.T) {
 		// In doubt, more is masked.
 		{"redis+sentinel://h:26379/m?username=me@x.com", "redis+sentinel://h:xxxxx@x.com"},
 		// Query passwords, whether or not the query parses.
-		{"redis://h?password=pw;x=%zz", "redis://h?password=xxxxx;x=%zz"},
+		{"redis://h?password=pw;x=%zz", "redis://h?password=xxxxx"}, // a parser refuses ';': the rest may be the password's
 		{"redis://h?pass%zzword=pw&x=1", "redis://h?pass%zzword=xxxxx&x=1"},
 		// No "://": a scheme left out or mistyped still hides a password.
 		{"no scheme:pw@host", "no scheme:xxxxx@host"},
