@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/bits"
@@ -68,8 +67,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--algorithm must name exactly one algorithm")
 	}
 	alg := algs[0]
-	limitSet := false
-	fs.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
+	limitSet := given(fs, "limit")
 	if limitSet && *limit <= 0 {
 		return usagef("--limit must be positive, got %d", *limit)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -89,14 +88,12 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	// mistake to name here, not a failed Capabilities check.
 	if s, closeStore, err := b.NewStore(); err == nil {
 		if sk, ok := s.(store.ClockSkewer); ok && b.Shared {
-			given := false
-			fs.Visit(func(f *flag.Flag) { given = given || f.Name == "clock-skew" })
 			switch {
 			case sk.ClockSkew() <= 0:
 				closeStore()
 				b.Close()
 				return usagef("the store allows for no clock skew (clock_skew=%v): a store shared over the network decides on each instance's clock; give it one", sk.ClockSkew())
-			case !given:
+			case !given(fs, "clock-skew"):
 				*skew = sk.ClockSkew()
 			case *skew != sk.ClockSkew():
 				closeStore()

@@ -153,6 +153,13 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
 }
 
+// given reports whether the command line set the flag called name.
+func given(fs *flagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // flagSet is a command's flags, its synopsis and where --help writes.
 type flagSet struct {
 	*flag.FlagSet

@@ -184,10 +184,3 @@ func modeFlags(fs *flagSet, pool, regions bool) error {
 	})
 	return err
 }
-
-// given reports whether the command line set the flag called name.
-func given(fs *flagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
