@@ -141,10 +141,14 @@ func (t *table) setState(s *slot, next []byte) {
 }
 
 // dropLong deletes k's long state, and rebuilds the side map once it
-// holds less than an eighth of its peak (see compactLong): keys whose
-// states shrink back into their slots (leases released) may live on long
-// after, with no sweep or reclaim to compact it. It keeps an empty map,
-// so that a key whose state goes back and forth allocates none.
+// holds less than an eighth of the most it held (past minSlots of them):
+// a Go map never gives back the memory of entries deleted from it, so a
+// flood of sliding-log keys would otherwise keep theirs after every one
+// had expired, and keys whose states shrink back into their slots (leases
+// released) theirs while they live on. Each rebuild follows at least 7/8
+// of its peak's deletions, so its copies cost O(1) per deletion,
+// amortized. It keeps an empty map, so that a key whose state goes back
+// and forth allocates none.
 func (t *table) dropLong(k slotKey) {
 	delete(t.long, k)
 	if n := len(t.long); t.longPeak > minSlots && n*8 < t.longPeak {
@@ -152,19 +156,13 @@ func (t *table) dropLong(k slotKey) {
 	}
 }
 
-// compactLong drops the side map once it is empty, and rebuilds it once
-// it holds less than an eighth of the most it held (past minSlots of
-// them): a Go map never gives back the memory of entries deleted from it,
-// so a flood of sliding-log keys would otherwise keep theirs after every
-// one had expired. Each rebuild follows at least 7/8 of its peak's
-// deletions, so its copies cost O(1) per deletion, amortized.
+// compactLong drops the side map once it is empty (every deletion went
+// through dropLong, which keeps it from being sparse): the sweep and the
+// reclaim of expired keys, not each decision, then bound how often a
+// shard's map comes and goes.
 func (t *table) compactLong() {
-	switch n := len(t.long); {
-	case t.long == nil:
-	case n == 0:
+	if t.long != nil && len(t.long) == 0 {
 		t.long, t.longPeak = nil, 0
-	case t.longPeak > minSlots && n*8 < t.longPeak:
-		t.rebuildLong()
 	}
 }
 
