@@ -495,3 +495,51 @@ func TestConcurrencyLuaReleaseReply(t *testing.T) {
 		t.Fatalf("release on a string key changed it to %q", v)
 	}
 }
+
+// A lease set holding a score the Go step could not have written (past
+// bkMaxTime, infinite: written by hand, or by other software) is not the
+// step's state: the Go step reads such a state as undecodable, holding no
+// lease, and the twin must read it as absent too. An Acquire replaces it
+// with the new lease alone, which stays held (an infinite expiry once made
+// the script's PEXPIRE negative, deleting the key and the lease with it, so
+// that the next Acquires found every slot free again); a Release on it
+// releases nothing and writes nothing.
+func TestConcurrencyLuaUnusableScores(t *testing.T) {
+	c := newRedis(t)
+	ctx := context.Background()
+	s := Concurrency{}.Script()
+	p := core.Policy{Name: "cc", Limit: 2, Window: time.Minute}
+	for _, score := range []string{"+inf", "1e300", "1e19", "9.3e18", "1e17", fmt.Sprint(int64(bkMaxTime) + 1)} {
+		t.Run(score, func(t *testing.T) {
+			key := freshKey(t, c)
+			if err := c.Do(ctx, "ZADD", key, score, "hostile").Err(); err != nil {
+				t.Fatal(err)
+			}
+			a := core.NewScriptArgs(&p, bkT0, 1)
+			a.Lease = 1<<63 + 1
+			_, _, want := Concurrency{}.Acquire(nil, bkT0, a.Lease, &p)
+			if got := core.ScriptDecision(runLua(t, c, s, key, a)); got != want {
+				t.Fatalf("acquire: Lua %+v, Go (as a fresh key) %+v", got, want)
+			}
+			if m := c.ZRange(ctx, key, 0, -1).Val(); !slices.Equal(m, []string{fmt.Sprint(a.Lease)}) {
+				t.Fatalf("after the acquire the key holds %q, want the lease alone", m)
+			}
+			if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 {
+				t.Fatalf("after the acquire the key's PTTL is %v", ttl)
+			}
+			// The set holds the lease and, again, the unusable score: a
+			// release finds no state of the step's, so nothing to release.
+			if err := c.Do(ctx, "ZADD", key, score, "hostile").Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := dumpKey(t, c, key)
+			a.Op = store.OpRelease
+			if got := runLua(t, c, s, key, a); got != (store.ScriptResult{0, 2, 0, 0, 0, 0}) {
+				t.Fatalf("release: %v, want nothing released", got)
+			}
+			if dumpKey(t, c, key) != before {
+				t.Fatalf("the release wrote")
+			}
+		})
+	}
+}

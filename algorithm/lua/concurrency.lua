@@ -25,6 +25,21 @@ local leasettl = ARGV[3] + 0
 local lease = ARGV[4]
 
 
+-- ours reports whether key's sorted set could be the Go step's state: its
+-- latest expiry is a number no later than MAXTIME (the Go step's
+-- bkMaxTime, bkMaxNow + 2^46), as every lease this script writes is. A set
+-- with a later score (written by hand or by other software: +inf, 1e19) is
+-- undecodable to the Go step, which reads it as holding no lease; so does
+-- the twin, and an admission replaces it. Kept, such a score would reach
+-- PEXPIRE as a number past what it takes (+inf as a negative one, which
+-- deletes the key and the lease just written) and the replies' waits as
+-- times past what a Duration holds.
+local MAXTIME = 4573968371548159
+local function ours(key)
+	local top = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+	return not top or top <= MAXTIME
+end
+
 -- Score bounds as strings: a Lua number could reach Redis in exponent form
 -- or, concatenated, rounded to 14 digits. "(" excludes now itself: a lease
 -- expiring at now is gone, as in the Go step.
@@ -34,7 +49,7 @@ if ARGV[5] == '1' then
 	-- Release. pcall: a key of another type is not our state (Go: nothing
 	-- to release). An absent or expired lease: nothing is written.
 	local s = redis.pcall('ZSCORE', key, lease)
-	if type(s) ~= 'string' or tonumber(s) <= now then
+	if type(s) ~= 'string' or tonumber(s) <= now or not ours(key) then
 		return {0, limit, 0, 0, 0, 0}
 	end
 	redis.call('ZREM', key, lease)
@@ -52,9 +67,9 @@ end
 -- Acquire. Count the live leases without writing, so that a denial writes
 -- nothing. pcall: a key of another type is not our state and reads as
 -- absent, as undecodable state does in the Go step; it is replaced if the
--- lease is admitted.
+-- lease is admitted. So is a set that is not the Go step's state (ours).
 local held = redis.pcall('ZCOUNT', key, live, '+inf')
-local foreign = type(held) ~= 'number'
+local foreign = type(held) ~= 'number' or (held > 0 and not ours(key))
 if foreign then held = 0 end
 
 if held >= limit then
@@ -70,7 +85,7 @@ end
 -- the script has written nothing, and only for commands that may grow
 -- memory (ZADD; not ZREMRANGEBYSCORE or DEL), so that on a full server the
 -- admission fails with OOM, having changed nothing. A key of another type
--- must go first (ZADD would fail on it).
+-- must go first (ZADD would fail on it), as must a set that is not ours.
 if foreign then
 	redis.call('DEL', key)
 end
