@@ -21,7 +21,8 @@ end
 return 0`)
 
 // Update applies m to key's state atomically (store.Store): GET, m.Apply,
-// then a compare-and-set (SET NX for an absent key, casScript otherwise),
+// then a compare-and-set (SET NX for an absent key, casForeignScript for a
+// key of another type, which reads as absent; casScript otherwise),
 // looped by store.CASUpdate with Options.Retry until a swap wins. The
 // compare is on the whole value, so any write in between makes the swap
 // lose. The key's TTL is the algorithm's plus Options.ClockSkew.
@@ -63,6 +64,11 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 	if err == goredis.Nil {
 		return nil, nil, nil
 	}
+	if isWrongType(err) {
+		// A key of another type is not an algorithm's state: it reads as
+		// absent, as undecodable state does, and the swap replaces it.
+		return nil, foreignKey{}, nil
+	}
 	if err != nil {
 		// A read changes nothing: the outcome is known.
 		return nil, nil, &store.Error{Op: "update", Err: err}
@@ -73,6 +79,9 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 
 func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
 	ms := pxMillis(ttl + b.s.opts.ClockSkew)
+	if _, ok := token.(foreignKey); ok {
+		return b.swapScript(ctx, casForeignScript, []any{"evalsha", casForeignScript.Hash, "1", key, next, ms})
+	}
 	old, present := token.(string)
 	if !present {
 		cmd := goredis.NewStatusCmd(ctx, "set", key, next, "px", ms, "nx")
@@ -85,10 +94,18 @@ func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte
 		}
 		return true, nil
 	}
-	cmd := goredis.NewIntCmd(ctx, "evalsha", casScript.Hash, "1", key, old, next, ms)
+	return b.swapScript(ctx, casScript, []any{"evalsha", casScript.Hash, "1", key, old, next, ms})
+}
+
+// swapScript sends args, an EVALSHA of sc (casScript or
+// casForeignScript), as an EVAL of its source if the server does not hold
+// it, and reports whether it wrote.
+func (b casBackend) swapScript(ctx context.Context, sc *store.Script, args []any) (bool, error) {
+	cmd := goredis.NewIntCmd(ctx, args...)
 	err := b.s.process(ctx, cmd)
 	if isNoScript(err) {
-		cmd = goredis.NewIntCmd(ctx, "eval", casScript.Source, "1", key, old, next, ms)
+		args[0], args[1] = "eval", sc.Source
+		cmd = goredis.NewIntCmd(ctx, args...)
 		err = b.s.process(ctx, cmd)
 	}
 	if err != nil {
@@ -96,6 +113,26 @@ func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte
 	}
 	return cmd.Val() == 1, nil
 }
+
+// foreignKey is Load's token for a key of another type than a string (a
+// hash, a list, a set...: written by other software, by hand, or by a
+// Limiter with a script over the same key).
+type foreignKey struct{}
+
+// casForeignScript replaces a key of another type than a string with
+// ARGV[1], with a TTL of ARGV[2] ms, and replies 1; if the key is now a
+// string or absent (another writer got there first), it writes nothing and
+// replies 0, and the update starts over.
+var casForeignScript = store.NewScript("sluice-redis-cas-foreign", `local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'string' and t ~= 'none' then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+	return 1
+end
+return 0`)
+
+// isWrongType reports a WRONGTYPE reply: the command met a key of another
+// type.
+func isWrongType(err error) bool { return goredis.HasErrorPrefix(err, "WRONGTYPE") }
 
 // ClockSkew is Options.ClockSkew, as filled in by New (store.ClockSkewer):
 // the generic path's allowance for the fleet's clocks. A Limiter on the

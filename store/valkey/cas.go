@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
@@ -25,8 +26,9 @@ return 0
 // Update applies m to key's state atomically, for algorithms without a Lua
 // twin (or limiters with Config.NoScript): GET, m.Apply, then a
 // compare-and-set (the store's own small script, or SET NX for an absent
-// key), retried on a conflict by store.CASUpdate within Options.Retry. The
-// key's TTL is the algorithm's, plus Options.ClockSkew.
+// key; a key of another type reads as absent and a script of its own
+// replaces it), retried on a conflict by store.CASUpdate within
+// Options.Retry. The key's TTL is the algorithm's, plus Options.ClockSkew.
 //
 // Errors are *store.Error matching core.ErrUnavailable: a network error
 // or deadline (matching core.ErrOutcomeUnknown too when it came after a
@@ -64,6 +66,10 @@ func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) 
 	switch {
 	case valkeygo.IsValkeyNil(err):
 		return nil, nil, nil
+	case isWrongType(err):
+		// A key of another type is not an algorithm's state: it reads as
+		// absent, as undecodable state does, and the swap replaces it.
+		return nil, foreignKey{}, nil
 	case err != nil:
 		return nil, nil, storeError("update", err, false)
 	}
@@ -86,17 +92,46 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 		}
 		return true, nil
 	}
-	old, _ := token.(string)
-	argv := [3]string{old, string(next), strconv.FormatInt(ms, 10)}
-	resp := sh.Do(ctx, c.B().Evalsha().Sha1(casScript.Hash).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+	sc, argv := casScript, [3]string{"", string(next), strconv.FormatInt(ms, 10)}
+	args := argv[:]
+	if _, ok := token.(foreignKey); ok {
+		sc, args = casForeignScript, argv[1:]
+	} else {
+		argv[0], _ = token.(string)
+	}
+	resp := sh.Do(ctx, c.B().Evalsha().Sha1(sc.Hash).Numkeys(1).Key(key).Arg(args...).Build())
 	if isNoScript(resp.Error()) {
-		resp = sh.Do(ctx, c.B().Eval().Script(casScript.Source).Numkeys(1).Key(key).Arg(argv[:]...).Build())
+		resp = sh.Do(ctx, c.B().Eval().Script(sc.Source).Numkeys(1).Key(key).Arg(args...).Build())
 	}
 	n, err := resp.ToInt64()
 	if err != nil {
 		return false, storeError("update", err, true)
 	}
 	return n == 1, nil
+}
+
+// foreignKey is Load's token for a key of another type than a string (a
+// hash, a list, a set...: written by other software, by hand, or by a
+// Limiter with a script over the same key).
+type foreignKey struct{}
+
+// casForeignScript replaces a key of another type than a string with
+// ARGV[1], with a TTL of ARGV[2] ms, and replies 1; if the key is now a
+// string or absent (another writer got there first), it writes nothing and
+// replies 0, and the update starts over.
+var casForeignScript = store.NewScript("valkey-cas-foreign", `local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'string' and t ~= 'none' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// isWrongType reports a WRONGTYPE reply: the command met a key of another
+// type.
+func isWrongType(err error) bool {
+	verr, ok := valkeygo.IsValkeyErr(err)
+	return ok && strings.HasPrefix(verr.Error(), "WRONGTYPE")
 }
 
 // ClockSkew is Options.ClockSkew as New filled it in (store.ClockSkewer):
