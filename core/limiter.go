@@ -169,8 +169,11 @@ type Config struct {
 	// same algorithm, and the same path. States of different algorithms,
 	// and the Go and Lua forms of one algorithm's state, are not
 	// interchangeable; a key written one way reads as fresh (or as another
-	// algorithm's count) the other way. To change either, give the policy a
-	// new Name or the limiter a new Prefix.
+	// algorithm's count) the other way. Two ways at once under one name
+	// undo the limit: each write makes the key fresh for the other, so a
+	// fleet that mixes them can admit every request, with no error to say
+	// so. To change either, give the policy a new Name or the limiter a new
+	// Prefix.
 	NoScript bool
 }
 

@@ -89,7 +89,8 @@ func (r *Reservation) Estimate() int64 {
 // pre-filter is asked. Settle works once, before the reservation's
 // timeout; after that it returns ErrReservationSettled and changes
 // nothing. A nil Reservation (Reserve refused or failed) returns
-// ErrNoReservation.
+// ErrNoReservation. A negative actual is an error matching ErrInvalidInput
+// that settles nothing: the reservation can still be settled.
 func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
 	if r == nil {
 		return Settlement{}, ErrNoReservation

@@ -79,3 +79,24 @@ func TestReserveSettle(t *testing.T) {
 		t.Fatalf("estimate 0: %v, want ErrInvalidInput", err)
 	}
 }
+
+// A negative actual is invalid input, settles nothing, and leaves the
+// reservation to be settled (as Settle's doc says).
+func TestSettleNegative(t *testing.T) {
+	ctx := context.Background()
+	clock := core.NewManualClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	l := reserveLimiter(t, clock, 10)
+	_, r, err := l.Reserve(ctx, "llm", 5, 0)
+	if err != nil || r == nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if s, err := r.Settle(ctx, -5); !errors.Is(err, core.ErrInvalidInput) || s != (core.Settlement{}) {
+		t.Fatalf("Settle(-5): %+v %v, want nothing settled and ErrInvalidInput", s, err)
+	}
+	if s, err := r.Settle(ctx, 2); err != nil || s.Refunded != 3 {
+		t.Fatalf("Settle(2) after Settle(-5): %+v %v, want 3 refunded", s, err)
+	}
+	if got := remaining(t, l, "llm"); got != 8 {
+		t.Fatalf("after settling 2 of 5: %d left, want 8", got)
+	}
+}
