@@ -12,9 +12,11 @@ import (
 // casScript writes ARGV[2] with a TTL of ARGV[3] ms if the key still holds
 // exactly ARGV[1], and replies 1; otherwise it writes nothing and replies 0.
 // A key that is absent (or expired) never matches, so a writer that saw an
-// absent key uses SET NX instead. It is the store's own script, not an
+// absent key uses SET NX instead; nor does one that has become of another
+// type (pcall: GET's WRONGTYPE error is a value that equals no string),
+// which Load then reads as absent. It is the store's own script, not an
 // algorithm's: one GET and at most one SET, nothing that can fail between.
-var casScript = store.NewScript("sluice-redis-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+var casScript = store.NewScript("sluice-redis-cas", `if redis.pcall('GET', KEYS[1]) == ARGV[1] then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end

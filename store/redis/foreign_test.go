@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 // TestGenericPathForeignKey: on the generic path (Config.NoScript, and
@@ -107,6 +108,58 @@ func TestGenericPathForeignKeyRace(t *testing.T) {
 		wg.Wait()
 		if n := admitted.Load(); n != 5 {
 			t.Fatalf("round %d: %d of 16 racing callers admitted over a hash, want the limit, 5", round, n)
+		}
+	}
+}
+
+// plantHash makes the key a hash between the store's read and its swap,
+// the first time it is applied; then it appends a byte.
+type plantHash struct {
+	c       goredis.UniversalClient
+	key     string
+	planted bool
+}
+
+func (m *plantHash) Apply(state []byte) ([]byte, time.Duration) {
+	if !m.planted {
+		m.planted = true
+		m.c.Del(context.Background(), m.key)
+		m.c.HSet(context.Background(), m.key, "f", "v")
+	}
+	return append(state, '!'), time.Minute
+}
+
+// TestGenericPathKeyTurnsForeign: a key that becomes of another type
+// between Update's read and its swap makes the swap lose, as any other
+// write in between does, and the update starts over and replaces it. The
+// swap's GET used to fail on it with WRONGTYPE, which was reported as an
+// unknown outcome (a store error that counts toward a breaker) though
+// nothing was written.
+func TestGenericPathKeyTurnsForeign(t *testing.T) {
+	for name, client := range map[string]func(testing.TB) goredis.UniversalClient{
+		"server":  func(t testing.TB) goredis.UniversalClient { return userClient(t) },
+		"cluster": func(t testing.TB) goredis.UniversalClient { return userCluster(t) },
+	} {
+		for _, start := range []string{"string", "absent"} {
+			t.Run(name+"/"+start, func(t *testing.T) {
+				c := client(t)
+				s := New(c, nil)
+				t.Cleanup(func() { _ = s.Close() })
+				ctx := context.Background()
+				key := store.Key{Namespace: "sluice-test-foreign", Identity: fmt.Sprint(time.Now().UnixNano())}
+				t.Cleanup(func() { c.Del(context.Background(), key.String()) })
+				if start == "string" {
+					if err := c.Set(ctx, key.String(), "x", 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := s.Update(ctx, key, &plantHash{c: c, key: key.String()}); err != nil {
+					t.Fatalf("Update over a key that turned into a hash: %v", err)
+				}
+				if typ := c.Type(ctx, key.String()).Val(); typ != "string" {
+					t.Errorf("the hash was not replaced: the key is a %s", typ)
+				}
+			})
 		}
 	}
 }

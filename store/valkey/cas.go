@@ -14,9 +14,11 @@ import (
 // casScript is the store's compare-and-set: write ARGV[2] with a TTL of
 // ARGV[3] ms if KEYS[1] still holds ARGV[1]. An absent key reads as false
 // in Lua, which equals no string, so it never matches: absent keys take
-// SET NX instead. Replies 1 when it wrote, 0 when another writer got there
-// first.
-var casScript = store.NewScript("valkey-cas", `if redis.call('GET', KEYS[1]) == ARGV[1] then
+// SET NX instead. Nor does a key that has become of another type (pcall:
+// GET's WRONGTYPE error is a value that equals no string), which Load then
+// reads as absent. Replies 1 when it wrote, 0 when another writer got
+// there first.
+var casScript = store.NewScript("valkey-cas", `if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	valkeygo "github.com/valkey-io/valkey-go"
 )
 
 // TestGenericPathForeignKey: on the generic path (Config.NoScript, and
@@ -66,6 +67,53 @@ func TestGenericPathForeignKey(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+}
+
+// plantHash makes the key a hash between the store's read and its swap,
+// the first time it is applied; then it appends a byte.
+type plantHash struct {
+	c       valkeygo.Client
+	key     string
+	planted bool
+}
+
+func (m *plantHash) Apply(state []byte) ([]byte, time.Duration) {
+	if !m.planted {
+		m.planted = true
+		m.c.Do(context.Background(), m.c.B().Del().Key(m.key).Build())
+		m.c.Do(context.Background(), m.c.B().Hset().Key(m.key).FieldValue().FieldValue("f", "v").Build())
+	}
+	return append(state, '!'), time.Minute
+}
+
+// TestGenericPathKeyTurnsForeign: a key that becomes of another type
+// between Update's read and its swap makes the swap lose, as any other
+// write in between does, and the update starts over and replaces it. The
+// swap's GET used to fail on it with WRONGTYPE, which was reported as an
+// unknown outcome (a store error that counts toward a breaker) though
+// nothing was written.
+func TestGenericPathKeyTurnsForeign(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s, c := newStore(t, b.addrs(t))
+		ctx := context.Background()
+		for _, start := range []string{"string", "absent"} {
+			t.Run(start, func(t *testing.T) {
+				key := freshKey(t, c)
+				if start == "string" {
+					if err := c.Do(ctx, c.B().Set().Key(key.String()).Value("x").Build()).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := &plantHash{c: c, key: key.String()}
+				if err := s.Update(ctx, key, m); err != nil {
+					t.Fatalf("Update over a key that turned into a hash: %v", err)
+				}
+				if typ, _ := c.Do(ctx, c.B().Type().Key(key.String()).Build()).ToString(); typ != "string" {
+					t.Errorf("the hash was not replaced: the key is a %s", typ)
+				}
+			})
 		}
 	})
 }
