@@ -47,7 +47,8 @@ type serverClocks struct {
 
 	mu       sync.Mutex
 	readings []clockReading // by index in addrs
-	inflight chan struct{}  // closed when the read in progress ends; nil when none is
+	reading  bool           // a read is in progress
+	ready    chan struct{}  // closed at the read's first reading, or at its end
 	failedAt time.Time      // when the last read reached no server
 }
 
@@ -73,30 +74,34 @@ func newServerClocks(addrs []string) *serverClocks {
 // item on a server whose clock is behind lives that much longer, which
 // never admits more. With a reading older than clockRefresh it answers from
 // it and reads again in the background; with none yet it waits, within
-// ctx, for a read (one at a time, shared by every caller), unless the last
-// one reached no server less than clockRetry ago. Reads are tracked by bg,
-// so that Close waits for them.
+// ctx, for a read (one at a time, shared by every caller) to bring its
+// first reading, unless the last one reached no server less than
+// clockRetry ago. It does not wait for the other servers: one that hangs
+// would hold every caller for the read's whole second, and a reading that
+// comes in later than another is used from then on (a server whose clock
+// is ahead by less than absoluteSlack changes nothing). Reads are tracked
+// by bg, so that Close waits for them.
 func (c *serverClocks) now(ctx context.Context, bg *inflight.Counter) (int64, bool) {
 	c.mu.Lock()
 	latest, known, stale := c.latest()
 	switch {
 	case known:
-		if stale && c.inflight == nil {
+		if stale && !c.reading {
 			c.startRead(bg)
 		}
 		c.mu.Unlock()
 		return latest, true
-	case c.inflight == nil && !c.failedAt.IsZero() && time.Since(c.failedAt) < clockRetry:
+	case !c.reading && !c.failedAt.IsZero() && time.Since(c.failedAt) < clockRetry:
 		c.mu.Unlock()
 		return 0, false
-	case c.inflight == nil && !c.startRead(bg):
+	case !c.reading && !c.startRead(bg):
 		c.mu.Unlock()
 		return 0, false // closed: the call fails at its round trip
 	}
-	done := c.inflight
+	ready := c.ready
 	c.mu.Unlock()
 	select {
-	case <-done:
+	case <-ready:
 	case <-ctx.Done():
 		return 0, false
 	}
@@ -113,20 +118,22 @@ func (c *serverClocks) startRead(bg *inflight.Counter) bool {
 	if !bg.Enter() {
 		return false
 	}
-	done := make(chan struct{})
-	c.inflight = done
+	ready := make(chan struct{})
+	c.reading, c.ready = true, ready
+	var once sync.Once
+	signal := func() { once.Do(func() { close(ready) }) }
 	go func() {
 		defer bg.Done()
 		ctx, cancel := context.WithTimeout(c.stop, clockTimeout)
-		ok := c.refresh(ctx)
+		ok := c.refresh(ctx, signal)
 		cancel()
 		c.mu.Lock()
 		if !ok {
 			c.failedAt = time.Now()
 		}
-		c.inflight = nil
+		c.reading = false
 		c.mu.Unlock()
-		close(done)
+		signal()
 	}()
 	return true
 }
@@ -150,9 +157,10 @@ func (c *serverClocks) latest() (latest int64, known, stale bool) {
 	return latest, known, stale
 }
 
-// refresh reads every server's clock, all at once, and reports whether any
-// answered; a server that cannot be read keeps its last reading.
-func (c *serverClocks) refresh(ctx context.Context) bool {
+// refresh reads every server's clock, all at once, calls first once a
+// reading is in, and reports whether any answered; a server that cannot be
+// read keeps its last reading.
+func (c *serverClocks) refresh(ctx context.Context, first func()) bool {
 	var wg sync.WaitGroup
 	answered := false
 	for i, addr := range c.addrs {
@@ -165,6 +173,7 @@ func (c *serverClocks) refresh(ctx context.Context) bool {
 			c.readings[i] = clockReading{unix: unix, at: time.Now(), ok: true}
 			answered = true
 			c.mu.Unlock()
+			first()
 		})
 	}
 	wg.Wait()

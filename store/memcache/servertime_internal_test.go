@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,5 +136,68 @@ func TestCloseCutsAClockReadShort(t *testing.T) {
 	bg.Wait()
 	if took := time.Since(start); took > clockTimeout/2 {
 		t.Errorf("Close waited %v for a clock read of a silent server", took)
+	}
+}
+
+// TestClockReadAnswersAtFirstReading: with one server silent and another
+// answering, a caller that waits for a first clock reading gets the
+// answering server's at once, not at the end of the read's second: a hung
+// server among Options.Servers must not fail the first long-lived
+// decisions on every other server's keys (their callers' deadlines are
+// shorter than the read's).
+func TestClockReadAnswersAtFirstReading(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn // never answered
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		silent.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	answering, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answering.Close()
+	go func() {
+		for {
+			c, err := answering.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				_, _ = c.Write([]byte("STAT pid 1\r\nSTAT time 1773501600\r\nEND\r\n"))
+			}()
+		}
+	}()
+	var bg inflight.Counter
+	defer func() { bg.Close(); bg.Wait() }()
+	c := newServerClocks([]string{silent.Addr().String(), answering.Addr().String()})
+	defer c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), clockTimeout/4)
+	defer cancel()
+	start := time.Now()
+	latest, ok := c.now(ctx, &bg)
+	if !ok || latest < 1773501601 || latest > 1773501603 {
+		t.Fatalf("now() = %d, %v after %v; want the answering server's clock, 1773501601", latest, ok, time.Since(start))
 	}
 }
