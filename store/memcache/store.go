@@ -45,6 +45,10 @@ var (
 	// ErrNoClient is returned, wrapped in a *store.Error, by every call
 	// of a Store that New was given a nil client.
 	ErrNoClient = errors.New("sluice/memcache: store has no client (New was given nil)")
+	// ErrNoCAS is returned, wrapped in a *store.Error, when a server gives
+	// an item no CAS id: a memcached started with -C, whose cas never
+	// succeeds. The store needs gets, cas and add.
+	ErrNoCAS = errors.New("sluice/memcache: the server gave the item no CAS id (memcached started with -C, CAS disabled): the store needs CAS")
 
 	errNilMutation = errors.New("sluice/memcache: Update: nil mutation")
 )
@@ -141,6 +145,8 @@ func (o *casOps) Load(ctx context.Context, key string) (state []byte, token any,
 	it, err := c.item, c.err
 	c.free()
 	switch {
+	case err == nil && it.CasID == 0:
+		return nil, nil, fmt.Errorf("memcache gets: %w", ErrNoCAS)
 	case err == nil:
 		return it.Value, it, nil
 	case errors.Is(err, gomemcache.ErrCacheMiss):
