@@ -29,6 +29,14 @@
 // user information at the first of them, and Open refuses the URL rather
 // than read the rest of the password as a host, a path or a parameter.
 //
+// A memcache:// URL's servers are sorted before the client gets them:
+// gomemcache sends a key to the server at a position in its list, so
+// instances whose URLs list the servers in two orders would count each key
+// on two servers. A server listed twice (also with and without its default
+// port) is an error. (Releases before this one kept the URL's order: a
+// fleet whose URLs did not list the servers sorted sees most keys start
+// fresh once, at the upgrade; roll it out to every instance at once.)
+//
 // # Query parameters
 //
 // Every parameter a scheme does not know is an error, and so is a query
@@ -997,11 +1005,22 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	if err := p.done(); err != nil {
 		return nil, err
 	}
+	// gomemcache sends a key to the server at a position in its list (a
+	// hash of the key modulo the list's length): instances whose URLs list
+	// the servers in two orders would send a key to two servers, each
+	// counting a quota of its own. Sorted, the order in a URL does not
+	// matter; a server listed twice would take two places, and is refused.
+	sorted := slices.Sorted(slices.Values(addrs))
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return nil, fmt.Errorf("memcached server %s listed twice", sorted[i])
+		}
+	}
 	// gomemcache.New drops the error of resolving its servers, and its Ping
 	// over no server answers nil: a host that does not resolve would read
 	// as a store that answers and then fail every call.
 	var servers gomemcache.ServerList
-	if err := servers.SetServers(addrs...); err != nil {
+	if err := servers.SetServers(sorted...); err != nil {
 		return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
 	}
 	c := gomemcache.NewFromSelector(&servers)

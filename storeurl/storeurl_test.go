@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -763,5 +764,39 @@ func TestValkeyRecoversFromSilentConnections(t *testing.T) {
 	wg.Wait()
 	if len(late) > 0 {
 		t.Errorf("%d calls failed 4-6s after the connections went silent (the first at %v, the last at %v); want none", len(late), late[0].Round(time.Millisecond), late[len(late)-1].Round(time.Millisecond))
+	}
+}
+
+// Two URLs that list the same memcached servers in another order open
+// stores that send each key to the same server: gomemcache picks a key's
+// server by its position in the list, and instances configured in two
+// orders split every key over two servers, each counting a quota of its
+// own (10 admitted for a limit of 5). Opened with the list sorted, the
+// fleet agrees whatever order each instance's URL gives.
+func TestMemcacheServerOrderDoesNotSplitKeys(t *testing.T) {
+	mc := testenv.MemcacheAddrs(t)
+	if len(mc) < 2 {
+		t.Fatalf("want two memcached servers, have %v", mc)
+	}
+	b1 := open(t, "memcache://"+mc[0]+","+mc[1])
+	b2 := open(t, "memcache://"+mc[1]+","+mc[0])
+	for i := range 4 { // over two servers, every key moves with the order
+		t.Run(strconv.Itoa(i), func(t *testing.T) { decide(t, true, b1, b2) })
+	}
+}
+
+// A server listed twice would take two of the list's places, and a fleet
+// whose instances list it once would send keys elsewhere: refused.
+func TestMemcacheRepeatedServer(t *testing.T) {
+	for _, u := range []string{"memcache://127.0.0.1:1,127.0.0.1:1", "memcache://127.0.0.1:11211,127.0.0.1", "memcache://[::1]:2,127.0.0.1:3,[::1]:2"} {
+		b, err := storeurl.Open(u)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q): no error for a server listed twice", u)
+			continue
+		}
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "listed twice") {
+			t.Errorf("Open(%q): %v; want a bad URL naming the repeat", u, err)
+		}
 	}
 }

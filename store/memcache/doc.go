@@ -191,4 +191,17 @@
 // errors (and the failure policy decides) while the others work. Changing the
 // server list moves keys to other servers, where they start fresh: as with
 // eviction, up to one quota more per moved live key.
+//
+// The server is the hash modulo the list's length, taken as a position in
+// the list: every instance must give its client the same servers, spelt
+// the same way, in the same order, or a key lands on two servers and each
+// counts a quota of its own (storeurl sorts a memcache:// URL's servers,
+// so that its order does not matter, and refuses one listed twice). It is
+// not a consistent hash: going from n servers to n+1 moves about n/(n+1)
+// of the keys (two thirds from two to three), and so does losing one from
+// the list.
+//
+// A memcached started with -C (CAS disabled) gives items no CAS id, and
+// no cas can succeed: the store reports ErrNoCAS at its first read of an
+// existing item.
 package memcache

@@ -62,7 +62,7 @@ type Options struct {
 	// until the instance furthest behind no longer needs it (an early
 	// expiry would reset a counter that instance still counts on: see the
 	// package doc). It costs only memory. Zero means DefaultClockSkew;
-	// negative means none.
+	// negative means none; more than store.MaxClockSkew means that.
 	ClockSkew time.Duration
 	// NoLocalQueue turns off the per-key queue inside the Store: by default
 	// concurrent Updates of one key through one Store wait their turn in
