@@ -350,6 +350,20 @@ func (m *Multi) Reset(ctx context.Context, identity string, limits *Limits) erro
 	return err
 }
 
+// ObserveFailure tells the Observer of a decision that failed before the
+// Multi was asked, so that it is counted with the decisions returned as
+// errors: the limits of a Tiers whose resolver failed (Tiers.Resolve's
+// error, on which the HTTP doors answer 503). The Observer hears an Event
+// of Op "allow" with err and a zero Decision, as for a store that failed
+// with FailClosed. A nil err, or a Multi without an Observer, does
+// nothing.
+func (m *Multi) ObserveFailure(err error) {
+	if err == nil || m == nil || m.cfg.Observer == nil {
+		return
+	}
+	m.cfg.Observer(Event{Policy: m.cfg.Name, Op: "allow", Err: err})
+}
+
 func (m *Multi) observe(d Decision, states []LimitState, err error, start time.Time) {
 	if m.cfg.Observer == nil {
 		return

@@ -247,6 +247,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		}
 		var err error
 		if _, ls, err = l.tiers.Resolve(ctx, who); err != nil {
+			l.multi.ObserveFailure(err) // counted with the failed decisions
 			refund()
 			p.writeFields(w.Header(), outs)
 			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)

@@ -3,6 +3,7 @@ package nethttp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -345,5 +346,33 @@ func TestTiersSetKeepsMemoryFlat(t *testing.T) {
 	p.sets.Range(func(any, any) bool { n++; return true })
 	if n > maxSets {
 		t.Errorf("the policy holds %d tables' items after 2000 Sets, want at most %d", n, maxSets)
+	}
+}
+
+// A tier that cannot be resolved (the resolver's error: a billing service
+// down) answers 503, and the Multi's Observer hears it as a decision
+// returned as an error, so that the metrics count what the clients saw
+// (an alert on failed decisions fires during such an outage).
+func TestTierResolverErrorObserved(t *testing.T) {
+	var events []core.Event
+	s := memory.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	m, err := core.NewMulti(core.MultiConfig{Name: "api", Store: s, Observer: func(e core.Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing := errors.New("billing unreachable")
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perSecond(1, 2)}}, "free",
+		func(context.Context, string) (string, error) { return "", billing })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy(t, Config{Layers: []Layer{{Multi: m, Tiers: tiers, Key: Identity(tenantKey{})}}})
+	w, ok := admit(t, p, tenantRequest("203.0.113.7:1", "acme"))
+	if ok || w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a tier that cannot be resolved: admitted %v, status %d; want 503", ok, w.Code)
+	}
+	if len(events) != 1 || !errors.Is(events[0].Err, billing) || events[0].Policy != "api" || events[0].Decision.Allowed {
+		t.Fatalf("the Observer heard %+v; want one event of policy \"api\" with the resolver's error", events)
 	}
 }

@@ -30,8 +30,9 @@
 //
 // outcome: "degraded" is every decision the failure policy made (fail open,
 // or the fallback limiter, whatever it decided); "error" is a decision
-// returned as an error (the store could not decide under FailClosed, or the
-// caller's context ended); "allowed" counts every admission, a shadow
+// returned as an error (the store could not decide under FailClosed, the
+// caller's context ended, or a door could not resolve a tier:
+// core.Multi.ObserveFailure); "allowed" counts every admission, a shadow
 // limiter's included (sluice_shadow_refusals_total counts those apart), so
 // the four outcomes sum to the decisions made. Releases are not decisions:
 // they feed the histogram (op="release") and sluice_release_errors_total.
