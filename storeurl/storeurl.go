@@ -29,11 +29,13 @@
 // user information at the first of them, and Open refuses the URL rather
 // than read the rest of the password as a host, a path or a parameter.
 //
-// A memcache:// URL's servers are sorted before the client gets them:
-// gomemcache sends a key to the server at a position in its list, so
-// instances whose URLs list the servers in two orders would count each key
-// on two servers. A server listed twice (also with and without its default
-// port) is an error. (Releases before this one kept the URL's order: a
+// A memcache:// URL's servers are resolved (as gomemcache resolves them)
+// and sorted before the client gets them: gomemcache sends a key to the
+// server at a position in its list, so instances whose URLs list the
+// servers in two orders, or spell one server two ways, would count each
+// key on two servers. A server listed twice, in any spelling that resolves
+// to one address (with and without its default port, [::ffff:127.0.0.1]
+// and 127.0.0.1), is an error. (Releases before this one kept the URL's order: a
 // fleet whose URLs did not list the servers sorted sees most keys start
 // fresh once, at the upgrade; roll it out to every instance at once.)
 //
@@ -981,6 +983,36 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 	return &Backend{Store: s, Name: "valkey " + strings.Join(addrs, ","), ping: ping, close: []func() error{s.Close, closeClient}}, nil
 }
 
+// memcacheServers resolves addrs, as gomemcache's ServerList does, and
+// returns the addresses they resolve to, sorted. gomemcache sends a key to
+// the server at a position in its list (a hash of the key modulo the
+// list's length): instances whose URLs list the servers in two orders, or
+// spell one server two ways ([::ffff:127.0.0.1] and 127.0.0.1, a port
+// with a leading zero, a name in capitals), would send a key to two
+// servers, each counting a quota of its own. Resolved and sorted, neither
+// matters. A server listed twice would take two places, and is refused.
+// A name that does not resolve is the store's error, not the URL's.
+func memcacheServers(addrs []string) ([]string, error) {
+	out := make([]string, len(addrs))
+	from := make(map[string]string, len(addrs))
+	for i, a := range addrs {
+		ta, err := net.ResolveTCPAddr("tcp", a)
+		if err != nil {
+			return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
+		}
+		out[i] = ta.String()
+		if first, ok := from[out[i]]; ok {
+			if first == a {
+				return nil, fmt.Errorf("memcached server %s listed twice", a)
+			}
+			return nil, fmt.Errorf("memcached servers %s and %s are one server, %s, listed twice", first, a, out[i])
+		}
+		from[out[i]] = a
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	addrs, err := hosts(u, "11211")
 	if err != nil {
@@ -1005,16 +1037,9 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	if err := p.done(); err != nil {
 		return nil, err
 	}
-	// gomemcache sends a key to the server at a position in its list (a
-	// hash of the key modulo the list's length): instances whose URLs list
-	// the servers in two orders would send a key to two servers, each
-	// counting a quota of its own. Sorted, the order in a URL does not
-	// matter; a server listed twice would take two places, and is refused.
-	sorted := slices.Sorted(slices.Values(addrs))
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return nil, fmt.Errorf("memcached server %s listed twice", sorted[i])
-		}
+	sorted, err := memcacheServers(addrs)
+	if err != nil {
+		return nil, err
 	}
 	// gomemcache.New drops the error of resolving its servers, and its Ping
 	// over no server answers nil: a host that does not resolve would read

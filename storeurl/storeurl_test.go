@@ -783,12 +783,28 @@ func TestMemcacheServerOrderDoesNotSplitKeys(t *testing.T) {
 	for i := range 4 { // over two servers, every key moves with the order
 		t.Run(strconv.Itoa(i), func(t *testing.T) { decide(t, true, b1, b2) })
 	}
+	// One server spelt two ways: an IPv4-mapped IPv6 address sorts after
+	// every IPv4 one as text, and a port with a leading zero is the same
+	// port.
+	h0, p0, err := net.SplitHostPort(mc[0])
+	if err != nil || net.ParseIP(h0).To4() == nil {
+		t.Fatalf("want an IPv4 address, have %q", mc[0])
+	}
+	b3 := open(t, "memcache://[::ffff:"+h0+"]:0"+p0+","+mc[1])
+	for i := range 4 {
+		t.Run("spelling"+strconv.Itoa(i), func(t *testing.T) { decide(t, true, b1, b3) })
+	}
 }
 
 // A server listed twice would take two of the list's places, and a fleet
 // whose instances list it once would send keys elsewhere: refused.
 func TestMemcacheRepeatedServer(t *testing.T) {
-	for _, u := range []string{"memcache://127.0.0.1:1,127.0.0.1:1", "memcache://127.0.0.1:11211,127.0.0.1", "memcache://[::1]:2,127.0.0.1:3,[::1]:2"} {
+	for _, u := range []string{
+		"memcache://127.0.0.1:1,127.0.0.1:1", "memcache://127.0.0.1:11211,127.0.0.1", "memcache://[::1]:2,127.0.0.1:3,[::1]:2",
+		// One server, two spellings.
+		"memcache://[::1]:1,[0:0:0:0:0:0:0:1]:1", "memcache://127.0.0.1:1,127.0.0.1:01",
+		"memcache://[::ffff:127.0.0.1]:1,127.0.0.1:1", "memcache://LOCALHOST:1,localhost:1",
+	} {
 		b, err := storeurl.Open(u)
 		if err == nil {
 			b.Close()
