@@ -265,7 +265,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 	}
 	if n > ls.Quota() {
 		refund()
-		p.writeFields(w.Header(), outs)
+		p.writeFields(w.Header(), undecided(outs, l, ls))
 		writeProblem(w, http.StatusTooManyRequests, tooCostlyMulti(l, ls, n))
 		return o, nil, true
 	}
@@ -279,7 +279,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 	}
 	if err != nil {
 		refund()
-		p.writeFields(w.Header(), outs)
+		p.writeFields(w.Header(), undecided(outs, l, ls))
 		if callerGone(ctx, err) {
 			writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		} else {
@@ -291,6 +291,15 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		states = nil // fail open knows nothing of the quotas: no items
 	}
 	return outcome{layer: l, d: d, n: n, states: states, limits: ls}, rc, false
+}
+
+// undecided is outs and a multi-limit layer l that answers the request
+// without a decision (a cost above its quota, a store that failed): a
+// tiered layer that resolved its tier then lists its limits ls in
+// RateLimit-Policy, as a layer without tiers does, so that the body's
+// violated-policies names items the client can pair.
+func undecided(outs []outcome, l *layer, ls *core.Limits) []outcome {
+	return append(outs, outcome{layer: l, limits: ls, undecided: true})
 }
 
 // tooCostlyMulti is the 429 of a cost above what ls admits at once: its

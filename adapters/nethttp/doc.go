@@ -105,15 +105,19 @@
 // fields would hold requests for it. On a 429 or 503, RateLimit-Policy
 // still lists the layers after the one that refused, which never decided
 // the request, save a tiered one: its limits depend on a tier it never
-// resolved. So a client pairs the two fields' items by name. The legacy
+// resolved (a tiered layer that resolved its tier and then answered
+// without a decision, a cost above its quota or a store that failed,
+// lists its tier's limits). So a client pairs the two fields' items by
+// name. The legacy
 // X-RateLimit-Limit, -Remaining and
 // -Reset (delta seconds) describe the most constrained layer and are
 // written only with Config.LegacyHeaders.
 //
 // A refused request gets 429 Too Many Requests, a Retry-After in whole
-// seconds (rounded up, at least 1: a request sent after it is admitted, if
-// nothing else is) that is the longest wait over every layer the retry
-// could not pass now: the refusing layer's, and that of each earlier rate
+// seconds (rounded up, at least 1: a request sent after it passes every
+// layer that decided this one, if nothing else is sent meanwhile; a later
+// layer, which never saw this request, may still refuse it) that is the
+// longest wait over every layer the retry could not pass now: the refusing layer's, and that of each earlier rate
 // layer that admitted the request but kept fewer units than it costs (the
 // time until that layer's quota is whole: exact for a fixed window, at
 // most that long for the others, which may free units sooner). A layer

@@ -33,6 +33,10 @@ type outcome struct {
 	// A multi-limit layer's: every limit's state, and the set decided.
 	states []core.LimitState
 	limits *core.Limits
+	// undecided: a tiered layer that resolved its tier (limits) but did
+	// not decide (a cost above its quota, a store that failed):
+	// RateLimit-Policy lists its limits, RateLimit has no item for it.
+	undecided bool
 }
 
 // retryAfter is the Retry-After, in whole seconds (at least 1), of a request
@@ -89,7 +93,7 @@ func (p *Policy) writeFields(h http.Header, outs []outcome) {
 	tight := -1
 	for i := range outs {
 		o := &outs[i]
-		if o.d.Degraded || o.layer.shadow {
+		if o.d.Degraded || o.layer.shadow || o.undecided {
 			continue
 		}
 		if o.states != nil {

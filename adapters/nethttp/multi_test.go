@@ -376,3 +376,44 @@ func TestTierResolverErrorObserved(t *testing.T) {
 		t.Fatalf("the Observer heard %+v; want one event of policy \"api\" with the resolver's error", events)
 	}
 }
+
+// A tiered layer that resolved its tier and then did not decide (a cost
+// above its quota, a store that failed) lists its limits in
+// RateLimit-Policy, as a layer without tiers does, so that the 429's
+// violated-policies names items the client can pair: only a tier never
+// resolved leaves its layer out.
+func TestTieredLayerUndecidedListsItsLimits(t *testing.T) {
+	tiers, err := core.NewTiers(map[string][]core.Limit{"free": {perSecond(3, 3)}}, "free", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perIP := testLimiter(t, "per-ip", 100, time.Minute)
+	costly := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP}, {Multi: clockedMulti(t, nil), Tiers: tiers, Key: Identity(tenantKey{}),
+		Cost: func(*Request) int64 { return 5 }}}})
+	w, ok := admit(t, costly, tenantRequest("203.0.113.7:1", "acme"))
+	if ok || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a cost of 5 over a tier of 3: %d, want 429", w.Code)
+	}
+	if got, want := w.Header().Get(HeaderRateLimitPolicy), `"per-ip";q=100;w=60, "second";q=3;w=1`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if pr := decodeProblem(t, w); strings.Join(pr.ViolatedPolicies, ",") != "second" {
+		t.Errorf("violated-policies %q, want second", pr.ViolatedPolicies)
+	}
+	if rl := w.Header().Get(HeaderRateLimit); strings.Contains(rl, "second") {
+		t.Errorf("RateLimit %q has an item for a layer that did not decide", rl)
+	}
+
+	m, err := core.NewMulti(core.MultiConfig{Name: "api", Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := testPolicy(t, Config{Layers: []Layer{{Limiter: perIP}, {Multi: m, Tiers: tiers, Key: Identity(tenantKey{})}}})
+	w, ok = admit(t, down, tenantRequest("203.0.113.7:1", "acme"))
+	if ok || w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a tiered layer over a store that is down: %d, want 503", w.Code)
+	}
+	if got, want := w.Header().Get(HeaderRateLimitPolicy), `"per-ip";q=100;w=60, "second";q=3;w=1`; got != want {
+		t.Errorf("503: RateLimit-Policy %q, want %q", got, want)
+	}
+}
