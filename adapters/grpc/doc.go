@@ -107,7 +107,8 @@
 // grpc-go clients read either (grpc.Header, grpc.Trailer), several other
 // clients show only trailers beside an error. A call whose cost exceeds a
 // layer's quota could never be admitted: ResourceExhausted without
-// RetryInfo or retry-after.
+// RetryInfo or retry-after (a shadow layer, which never refuses, lets it
+// pass uncounted: its Observer hears nothing of it).
 //
 // A leaky-bucket layer may admit a call with Decision.Delay: once every
 // layer has admitted it, the interceptor sleeps the longest Delay before

@@ -580,3 +580,21 @@ func TestShadowLayerIsNotInRetryInfo(t *testing.T) {
 		t.Errorf("RetryInfo %v (present %v); want at most the enforced one-second layer's wait", ri, ok)
 	}
 }
+
+// A shadow layer never refuses, also a call whose cost exceeds its quota,
+// which an enforced layer answers ResourceExhausted without a decision: the
+// call passes the shadow layer, uncounted there.
+func TestShadowLayerCostAboveQuota(t *testing.T) {
+	st := memStore(t, nil)
+	dark := newLimiter(t, core.Config{Policy: core.PerSecond("dark", 4), Algorithm: algorithm.GCRA{}, Store: st, Shadow: true})
+	p, err := sluicegrpc.NewPolicy(sluicegrpc.Config{Layers: []sluicegrpc.Layer{{Limiter: dark, Cost: func(*sluicegrpc.Call) int64 { return 5 }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servePolicy(t, &service{}, p)
+	for i := range 3 {
+		if r := unary(t, c, callCtx(t), &testpb.SimpleRequest{}); r.err != nil {
+			t.Fatalf("call %d costing 5 over a shadow layer of 4: %v; want admitted", i, r.err)
+		}
+	}
+}

@@ -142,7 +142,11 @@ func (p *Policy) admit(w http.ResponseWriter, r *http.Request, route string, v V
 			}
 		} else {
 			if l.cost != nil {
-				if n = max(l.cost(q), 1); n > l.quota {
+				if n = max(l.cost(q), 1); n > l.quota && l.shadow {
+					// A shadow layer never refuses: the request, which it
+					// could not count, passes it.
+					continue
+				} else if n > l.quota {
 					refund()
 					p.writeFields(w.Header(), outs)
 					writeProblem(w, http.StatusTooManyRequests, tooCostlyBody(l, n))

@@ -127,7 +127,9 @@
 // RFC 9457 application/problem+json body of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded naming the
 // refusing layer in violated-policies. A request whose cost exceeds a
-// layer's quota could never be admitted: 429 without Retry-After.
+// layer's quota could never be admitted: 429 without Retry-After (a shadow
+// layer, which never refuses, lets it pass uncounted: its Observer hears
+// nothing of it).
 //
 // A leaky-bucket layer may admit a request with Decision.Delay: once every
 // layer has admitted it, the request waits the longest Delay before its

@@ -3,6 +3,7 @@ package nethttp
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,31 @@ func TestShadowLayerIsNotInRetryAfter(t *testing.T) {
 		}
 		if ra := w.Header().Get(HeaderRetryAfter); want == http.StatusTooManyRequests && ra != "1" {
 			t.Errorf("request %d: Retry-After %q; want 1, the enforced one-second layer's wait", i, ra)
+		}
+	}
+}
+
+// A shadow layer never refuses, also a request whose cost exceeds its
+// quota, which an enforced layer answers 429 without a decision: the
+// request passes the shadow layer, uncounted there.
+func TestShadowLayerCostAboveQuota(t *testing.T) {
+	s := memory.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	dark, err := core.New(core.Config{Policy: core.PerSecond("dark", 4), Algorithm: algorithm.GCRA{}, Store: s, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit, err := core.New(core.Config{Policy: core.Policy{Name: "lit", Limit: 100, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := func(*Request) int64 { return 5 }
+	h := Middleware(testPolicy(t, Config{Layers: []Layer{{Limiter: dark, Cost: cost}, {Limiter: lit, Cost: cost}}}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i := range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rl := w.Header().Get(HeaderRateLimit); w.Code != http.StatusOK || !strings.HasPrefix(rl, `"lit";r=`+strconv.Itoa(100-5*(i+1))) {
+			t.Fatalf("request %d costing 5 over a shadow layer of 4: %d, RateLimit %q; want 200 and the lit layer charged", i, w.Code, rl)
 		}
 	}
 }
