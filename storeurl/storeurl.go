@@ -35,7 +35,7 @@
 // servers in two orders, or spell one server two ways, would count each
 // key on two servers. A server listed twice, in any spelling that resolves
 // to one address (with and without its default port, [::ffff:127.0.0.1]
-// and 127.0.0.1), is an error. (Releases before this one kept the URL's order: a
+// and 127.0.0.1, [::1] with and without a zone), is an error. (Releases before this one kept the URL's order: a
 // fleet whose URLs did not list the servers sorted sees most keys start
 // fresh once, at the upgrade; roll it out to every instance at once.)
 //
@@ -999,6 +999,9 @@ func memcacheServers(addrs []string) ([]string, error) {
 		ta, err := net.ResolveTCPAddr("tcp", a)
 		if err != nil {
 			return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
+		}
+		if !ta.IP.IsLinkLocalUnicast() && !ta.IP.IsLinkLocalMulticast() {
+			ta.Zone = "" // dialled alike with any zone, or none
 		}
 		out[i] = ta.String()
 		if first, ok := from[out[i]]; ok {

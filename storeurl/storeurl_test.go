@@ -804,6 +804,8 @@ func TestMemcacheRepeatedServer(t *testing.T) {
 		// One server, two spellings.
 		"memcache://[::1]:1,[0:0:0:0:0:0:0:1]:1", "memcache://127.0.0.1:1,127.0.0.1:01",
 		"memcache://[::ffff:127.0.0.1]:1,127.0.0.1:1", "memcache://LOCALHOST:1,localhost:1",
+		// A zone means nothing on an address that is not link-local.
+		"memcache://[::1]:1,[::1%25lo]:1", "memcache://[::1%25x]:1,[::1%25y]:1",
 	} {
 		b, err := storeurl.Open(u)
 		if err == nil {
