@@ -287,7 +287,7 @@ func (p *Policy) admitMulti(w http.ResponseWriter, ctx context.Context, q *Reque
 		if callerGone(ctx, err) {
 			writeProblem(w, http.StatusServiceUnavailable, cancelledBody)
 		} else {
-			writeProblem(w, http.StatusServiceUnavailable, l.unavailable)
+			writeProblem(w, http.StatusServiceUnavailable, p.setOf(ls).unavailable)
 		}
 		return o, nil, true
 	}

@@ -148,8 +148,10 @@
 // failure policy. Failing closed, the request gets 503 Service Unavailable
 // with a problem of type
 // https://iana.org/assignments/http-problem-types#temporary-reduced-capacity
-// naming the layer, and no Retry-After (nobody knows when the store will be
-// back). Failing open or to a fallback limiter, core admits or decides
+// naming the layer (a multi-limit layer by its limits, the names its
+// RateLimit-Policy items carry; a tiered one whose tier could not be
+// resolved, by its Multi's name), and no Retry-After (nobody knows when the
+// store will be back). Failing open or to a fallback limiter, core admits or decides
 // (Decision.Degraded) and the handler runs. The policy never answers 500
 // and never panics on a request; a Config mistake is an error from
 // NewPolicy, not a surprise at request time. (A Policy NewPolicy never

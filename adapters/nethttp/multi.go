@@ -103,6 +103,9 @@ func policyItems(ls *core.Limits) string {
 type setInfo struct {
 	items  string // policyItems
 	queues bool   // a limit may admit with a Delay (receipts.Queues)
+	// unavailable is the 503 body of a store that failed, naming the
+	// limits (the names of the RateLimit-Policy items), not the Multi.
+	unavailable []byte
 }
 
 // maxSets bounds the sets a Policy keeps setInfo of: a tier table brings
@@ -115,9 +118,13 @@ func (p *Policy) setOf(ls *core.Limits) *setInfo {
 		return v.(*setInfo)
 	}
 	si := &setInfo{items: policyItems(ls)}
+	var pr Problem
+	_ = json.Unmarshal(problemBody(reducedCapacity, "", "The rate limit could not be checked."), &pr)
 	for j := 0; j < ls.Len(); j++ {
 		si.queues = si.queues || receipts.Queues(ls.Limit(j).Algorithm)
+		pr.ViolatedPolicies = append(pr.ViolatedPolicies, ls.Limit(j).Policy.Name)
 	}
+	si.unavailable, _ = json.Marshal(pr)
 	if p.nsets.Add(1) > maxSets {
 		p.sets.Clear()
 		p.nsets.Store(1)

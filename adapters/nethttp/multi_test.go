@@ -416,4 +416,15 @@ func TestTieredLayerUndecidedListsItsLimits(t *testing.T) {
 	if got, want := w.Header().Get(HeaderRateLimitPolicy), `"per-ip";q=100;w=60, "second";q=3;w=1`; got != want {
 		t.Errorf("503: RateLimit-Policy %q, want %q", got, want)
 	}
+	// The 503 names the layer by its limits, the names RateLimit-Policy
+	// lists, not by the Multi's name, which no item carries; so does a
+	// layer of fixed Limits.
+	if pr := decodeProblem(t, w); strings.Join(pr.ViolatedPolicies, ",") != "second" {
+		t.Errorf("503: violated-policies %q, want the tier's limit, second", pr.ViolatedPolicies)
+	}
+	fixed := testPolicy(t, Config{Layers: []Layer{{Multi: m, Limits: core.MustLimits(perSecond(3, 3), perDay(10))}}})
+	w, _ = admit(t, fixed, tenantRequest("203.0.113.7:1", "acme"))
+	if pr := decodeProblem(t, w); w.Code != http.StatusServiceUnavailable || strings.Join(pr.ViolatedPolicies, ",") != "second,day" {
+		t.Errorf("503 of a layer of fixed limits: %d, violated-policies %q; want its limits, second and day", w.Code, pr.ViolatedPolicies)
+	}
 }
