@@ -40,7 +40,14 @@ type FleetOptions struct {
 	Size int
 	// Store, when set, receives each instance's heartbeats (one key,
 	// updated atomically), and the fleet is counted from them while the
-	// store answers. During an outage the last count is kept.
+	// store answers. During an outage the last count is kept. On a store
+	// that runs scripts (store.ScriptRunner: Redis, Valkey) a heartbeat is
+	// one script over a sorted set, on the server's clock, which never
+	// loses a race; on another (memcached) it is a compare-and-swap of one
+	// item, and heartbeats that overlap retry within Timeout: a fleet of
+	// hundreds of instances on memcached, or far from it, wants a longer
+	// Timeout. (Instances of releases before the script beat to another
+	// key: during a rollout the two kinds do not count each other.)
 	Store store.Store
 	// Prefix and Name name the heartbeat key: instances with the same
 	// Prefix and Name count one another. Defaults core.DefaultPrefix and
@@ -48,7 +55,9 @@ type FleetOptions struct {
 	Prefix, Name string
 	// Interval is the time between heartbeats, from 10ms to 24h. Zero
 	// means DefaultHeartbeat (1 s). Each heartbeat is jittered by up to a
-	// tenth of it.
+	// tenth of it, and the first after NewFleet's comes anywhere from half
+	// an Interval to one and a half, so that instances started together do
+	// not beat together.
 	Interval time.Duration
 	// Expiry is how long an instance is counted after its last heartbeat:
 	// at least 2 × Interval (an instance would otherwise drop out of the
@@ -74,7 +83,8 @@ type Fleet struct {
 	settled  time.Time
 	id       uint64
 	o        FleetOptions
-	key      store.Key
+	key      store.Key // the heartbeats' item, on a store without scripts
+	setKey   store.Key // their sorted set, on a store with (heartbeatScript)
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -126,7 +136,8 @@ func NewFleet(opts *FleetOptions) (*Fleet, error) {
 	if _, err := core.New(core.Config{Policy: core.PerSecond(o.Name, 1), Algorithm: nopAlgorithm{}, Store: nopStore{}, Prefix: o.Prefix}); err != nil {
 		return nil, err
 	}
-	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: store.Namespace(o.Prefix, o.Name), Identity: "heartbeats"}}
+	ns := store.Namespace(o.Prefix, o.Name)
+	f := &Fleet{id: rand.Uint64() | 1, o: o, key: store.Key{Namespace: ns, Identity: "heartbeats"}, setKey: store.Key{Namespace: ns, Identity: "heartbeat-set"}}
 	f.size.Store(int64(o.Size))
 	if o.Store == nil {
 		return f, nil
@@ -161,14 +172,19 @@ func (f *Fleet) Close() error {
 
 func (f *Fleet) run() {
 	defer close(f.done)
+	// The first wait is anywhere from half an Interval to one and a half,
+	// so that instances started together (a rollout) do not beat together
+	// ever after: each later beat keeps its phase, give or take its
+	// jitter. Within Expiry (at least 2 × Interval) either way.
+	wait := f.o.Interval/2 + rand.N(f.o.Interval)
 	for {
-		wait := f.o.Interval - f.o.Interval/10 + rand.N(f.o.Interval/10+1)
 		select {
 		case <-f.stop:
 			return
 		case <-time.After(wait):
 		}
 		_ = f.Beat(context.Background())
+		wait = f.o.Interval - f.o.Interval/10 + rand.N(f.o.Interval/10+1)
 	}
 }
 
@@ -186,7 +202,17 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
 	defer cancel()
 	b := &beat{id: f.id, now: time.Now().UnixMicro(), expiry: int64(f.o.Expiry / time.Microsecond), max: f.o.MaxInstances, ttl: f.o.Expiry}
-	err := f.o.Store.Update(ctx, f.key, b)
+	var err error
+	if r, ok := f.o.Store.(store.ScriptRunner); ok {
+		// One script: a heartbeat that cannot lose a race. Compare-and-swap
+		// beats of one key, hundreds at once (a rollout), lost to one
+		// another and retried past their Timeout.
+		var res store.ScriptResult
+		res, err = r.RunScript(ctx, heartbeatScript, f.setKey, store.ScriptArgs{Limit: int64(f.o.MaxInstances), Window: b.expiry, Lease: f.id})
+		b.count = int(res[0])
+	} else {
+		err = f.o.Store.Update(ctx, f.key, b)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
@@ -207,6 +233,37 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	f.size.Store(n)
 	return nil
 }
+
+// heartbeatScript is a heartbeat on a store that runs scripts (Redis,
+// Valkey): one round trip, atomic, so that beats never lose to one another
+// and retry. The key is a sorted set of instance ids (ARGV[3], a decimal
+// uint64, never turned into a Lua number) scored by their last heartbeat,
+// in µs on the server's clock, which every instance then shares. It adds
+// this instance's, drops those older than the expiry (ARGV[2] µs: a score
+// of now − expiry or less, as the Go path drops them) and any too far
+// ahead to have been written so, keeps the most recent ARGV[1] (the
+// MaxInstances), lives for the expiry, and replies the count. A key of
+// another type is replaced. (The Go path's item is another key: instances
+// of an earlier release, which beat there, and these do not count one
+// another while both run.)
+var heartbeatScript = store.NewScript("sluice-fleet-heartbeat", `local key = KEYS[1]
+local max, expiry = ARGV[1] + 0, ARGV[2] + 0
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local kind = redis.call('TYPE', key).ok
+if kind ~= 'zset' and kind ~= 'none' then
+	redis.call('DEL', key)
+end
+redis.call('ZADD', key, now, ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - expiry))
+redis.call('ZREMRANGEBYSCORE', key, string.format('(%d', now + expiry), '+inf')
+local n = redis.call('ZCARD', key)
+if n > max then
+	redis.call('ZREMRANGEBYRANK', key, 0, n - max - 1)
+	n = max
+end
+redis.call('PEXPIRE', key, string.format('%d', math.floor((expiry + 999) / 1000)))
+return {n, 0, 0, 0, 0, 0}`, store.ArgLimit, store.ArgWindow, store.ArgLease)
 
 // beat is one heartbeat's update of the heartbeat key. The state is a list
 // of 16-byte entries, (instance id, last heartbeat in µs), most recent
