@@ -300,7 +300,9 @@ func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
 // changes the share at once; during an outage the last count holds.
 //
 // The bound during an outage: each instance admits at most ⌈Limit/N⌉ per
-// Window for an identity, so the fleet admits at most N_actual × ⌈Limit/N⌉
+// Window for an identity (a bucket algorithm, GCRA or the token bucket,
+// starts full: its ⌈Burst/N⌉ at once, then ⌈Limit/N⌉ a Window, as the
+// policy itself admits), so the fleet admits at most N_actual × ⌈Limit/N⌉
 // ≈ Limit × N_actual/N: the limit itself while the count is right, more by
 // the instances that joined unheard (a new instance whose heartbeat never
 // reached the store counts itself alone). An identity whose traffic is
