@@ -24,7 +24,27 @@ func (s *Store) process(ctx context.Context, cmd goredis.Cmder) error {
 		}
 		err = rerr
 	}
+	s.reloadAfter(err)
 	return err
+}
+
+// reloadAfter asks a cluster client to read the slot map again after err,
+// a failure that is no reply of a server's (a node that refuses
+// connections or does not answer), or a CLUSTERDOWN. go-redis reloads its
+// map when it follows a redirect or retries, both of which the store turns
+// off: without this, a master killed and replaced by its replica stayed in
+// the map, and every call on its slots failed for about a minute after the
+// replica had taken over. The reload is go-redis's lazy one (one at a time,
+// 200 ms apart); a caller's cancellation asks for none.
+func (s *Store) reloadAfter(err error) {
+	if s.cluster == nil || err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	var reply goredis.Error
+	if errors.As(err, &reply) && !goredis.HasErrorPrefix(err, "CLUSTERDOWN") {
+		return
+	}
+	s.cluster.ReloadState(context.Background())
 }
 
 // redirect sends cmd again to the node that err, a MOVED or ASK reply,

@@ -81,6 +81,7 @@ func (s *Store) run(ctx context.Context, sc *store.Script, c *call) (store.Scrip
 		err = rerr
 	}
 	if err != nil {
+		s.reloadAfter(err)
 		putCall(c)
 		return store.ScriptResult{}, storeError("script", err)
 	}
