@@ -37,6 +37,15 @@ func freePort(t *testing.T) int {
 // map.
 func startCluster(t *testing.T, masters int) []string {
 	t.Helper()
+	return startClusterSpare(t, masters, 0)
+}
+
+// startClusterSpare is startCluster with spare more nodes, which join the
+// cluster as masters without a slot (a master just added), their addresses
+// last.
+func startClusterSpare(t *testing.T, masters, spare int) []string {
+	t.Helper()
+	masters, withSlots := masters+spare, masters
 	if testing.Short() {
 		t.Skip("-short: the test starts a server of its own")
 	}
@@ -93,14 +102,16 @@ func startCluster(t *testing.T, masters int) []string {
 			}
 		}
 	}
-	per := 16384 / masters
+	per := 16384 / withSlots
 	for i, c := range clients {
 		last := (i+1)*per - 1
-		if i == masters-1 {
+		if i == withSlots-1 {
 			last = 16383
 		}
-		if err := c.Do(ctx, "cluster", "addslotsrange", i*per, last).Err(); err != nil {
-			t.Fatal(err)
+		if i < withSlots { // a spare gets no slot
+			if err := c.Do(ctx, "cluster", "addslotsrange", i*per, last).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i > 0 {
 			host, port, _ := strings.Cut(addrs[0], ":")

@@ -19,10 +19,10 @@ func (s *Store) process(ctx context.Context, cmd goredis.Cmder) error {
 	err := s.client.Process(ctx, cmd)
 	for i := 0; err != nil && i < maxResends; i++ {
 		resent, rerr := s.redirect(ctx, cmd, err)
+		err = rerr // when not resent: err, or why its redirect was not followed
 		if !resent {
 			break
 		}
-		err = rerr
 	}
 	s.reloadAfter(err)
 	return err
@@ -79,6 +79,9 @@ func (s *Store) redirect(ctx context.Context, cmd goredis.Cmder, err error) (boo
 
 // node returns the cluster's client for the node at addr. It reloads the
 // cluster's slot map first, so that later commands are routed right too.
+// A node the map does not hold, a master just added, which owns no slot
+// until the first one moves to it, gets a client of the store's own
+// (stray).
 func (s *Store) node(ctx context.Context, addr string) (*goredis.Client, error) {
 	var found atomic.Pointer[goredis.Client]
 	err := s.cluster.ForEachShard(ctx, func(_ context.Context, c *goredis.Client) error {
@@ -93,5 +96,78 @@ func (s *Store) node(ctx context.Context, addr string) (*goredis.Client, error) 
 	if c := found.Load(); c != nil {
 		return c, nil
 	}
-	return nil, fmt.Errorf("sluice/redis: redirected to %s, which is not in the cluster's slot map", addr)
+	return s.stray(addr)
+}
+
+// maxStrays bounds the clients stray keeps: a slot moves to a new master a
+// few at a time, and the map holds the master once it owns one.
+const maxStrays = 16
+
+// stray returns the store's client for a cluster node at addr that the slot
+// map does not hold, made with the cluster client's options (its hooks
+// aside) and closed with the store.
+func (s *Store) stray(addr string) (*goredis.Client, error) {
+	s.strayMu.Lock()
+	defer s.strayMu.Unlock()
+	if c := s.strays[addr]; c != nil {
+		return c, nil
+	}
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	if len(s.strays) >= maxStrays {
+		return nil, fmt.Errorf("sluice/redis: redirected to %s, which is not in the cluster's slot map, beside %d other such nodes", addr, len(s.strays))
+	}
+	o := s.cluster.Options()
+	opt := &goredis.Options{
+		Addr:                         addr,
+		ClientName:                   o.ClientName,
+		Dialer:                       o.Dialer,
+		OnConnect:                    o.OnConnect,
+		Protocol:                     o.Protocol,
+		Username:                     o.Username,
+		Password:                     o.Password,
+		CredentialsProvider:          o.CredentialsProvider,
+		CredentialsProviderContext:   o.CredentialsProviderContext,
+		StreamingCredentialsProvider: o.StreamingCredentialsProvider,
+		MaxRetries:                   -1, // as the store's own calls: never re-sent
+		DialTimeout:                  o.DialTimeout,
+		ReadTimeout:                  o.ReadTimeout,
+		WriteTimeout:                 o.WriteTimeout,
+		ContextTimeoutEnabled:        o.ContextTimeoutEnabled,
+		PoolSize:                     o.PoolSize,
+		PoolTimeout:                  o.PoolTimeout,
+		ConnMaxIdleTime:              o.ConnMaxIdleTime,
+		TLSConfig:                    o.TLSConfig,
+		DisableIdentity:              o.DisableIdentity,
+		IdentitySuffix:               o.IdentitySuffix,
+	}
+	// As the cluster client's own nodes: 0 here can only be its "none".
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = -1
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = -1
+	}
+	var c *goredis.Client
+	if o.NewClient != nil {
+		c = o.NewClient(opt)
+	} else {
+		c = goredis.NewClient(opt)
+	}
+	if s.strays == nil {
+		s.strays = make(map[string]*goredis.Client)
+	}
+	s.strays[addr] = c
+	return c, nil
+}
+
+// closeStrays closes the clients stray made.
+func (s *Store) closeStrays() {
+	s.strayMu.Lock()
+	defer s.strayMu.Unlock()
+	for _, c := range s.strays {
+		_ = c.Close()
+	}
+	s.strays = nil
 }

@@ -272,3 +272,60 @@ func TestClusterRedirects(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterRedirectToANewMaster: a master just added to the cluster owns
+// no slot, so it is in no slot map, yet the first slot moved to it sends
+// ASK (and, once moved, MOVED) replies that name it. The store follows
+// them there too, on the script path and the generic path. It looked the
+// node up in the slot map only, and failed every call on the moving slot
+// for the whole move ("ASK … not in the cluster's slot map").
+func TestClusterRedirectToANewMaster(t *testing.T) {
+	addrs := startClusterSpare(t, 2, 1)
+	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs[:2]})
+	t.Cleanup(func() { _ = admin.Close() })
+	nodes := clusterNodes(t, admin) // the two with slots
+	spareC := goredis.NewClient(&goredis.Options{Addr: addrs[2]})
+	t.Cleanup(func() { _ = spareC.Close() })
+	spareID, err := spareC.Do(ctxT(t), "cluster", "myid").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(addrs[2], ":")
+	p, _ := strconv.Atoi(port)
+	spare := &clusterNode{c: spareC, id: spareID, host: host, port: p}
+
+	user := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs[:2]})
+	t.Cleanup(func() { _ = user.Close() })
+	s := New(user, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	key := testKey(t, admin)
+	gkey := store.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
+	slot64, err := admin.ClusterKeySlot(ctxT(t), key.String()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := int(slot64)
+	src := owner(t, admin, nodes, slot)
+	pol := core.Policy{Name: "redirect", Limit: 10, Window: time.Hour}
+	decide := func(step string) {
+		t.Helper()
+		if _, err := s.RunScript(ctxT(t), algorithm.GCRA{}.Script(), key, core.NewScriptArgs(&pol, 0, 1)); err != nil {
+			t.Fatalf("%s: script: %v", step, err)
+		}
+		if err := s.Update(ctxT(t), gkey, appendByte{}); err != nil {
+			t.Fatalf("%s: Update: %v", step, err)
+		}
+	}
+	decide("before the move")
+	setSlot(t, spare, slot, "importing", src.id)
+	setSlot(t, src, slot, "migrating", spare.id)
+	migrateKeys(t, src, spare, slot)
+	decide("during the move, the keys on the new master") // ASK
+	for _, n := range append(nodes, spare) {
+		setSlot(t, n, slot, "node", spare.id)
+	}
+	decide("after the move") // MOVED, until the map has it
+	if n, err := spareC.Exists(ctxT(t), key.String(), gkey.String()).Result(); err != nil || n != 2 {
+		t.Fatalf("the new master holds %d of the two keys (%v)", n, err)
+	}
+}

@@ -75,10 +75,10 @@ func (s *Store) run(ctx context.Context, sc *store.Script, c *call) (store.Scrip
 			continue
 		}
 		resent, rerr := s.redirect(ctx, c.cmd, err)
+		err = rerr // when not resent: err, or why its redirect was not followed
 		if !resent {
 			break
 		}
-		err = rerr
 	}
 	if err != nil {
 		s.reloadAfter(err)

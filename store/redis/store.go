@@ -36,6 +36,9 @@ type Store struct {
 
 	watch *evictWatch // the background checks of the eviction policy
 
+	strayMu sync.Mutex
+	strays  map[string]*goredis.Client // cluster nodes outside the slot map (stray)
+
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool // set by Close: later calls fail, on any client
@@ -121,6 +124,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.watch.stop()
+		s.closeStrays()
 		if s.owned {
 			s.closeErr = s.client.Close()
 		}
