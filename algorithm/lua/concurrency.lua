@@ -52,13 +52,17 @@ if ARGV[5] == '1' then
 	if type(s) ~= 'string' or tonumber(s) <= now or not ours(key) then
 		return {0, limit, 0, 0, 0, 0}
 	end
-	redis.call('ZREM', key, lease)
-	-- Drop the expired leases too, as the Go step does when it writes.
+	-- Drop the expired leases too, as the Go step does when it writes:
+	-- first, while the live lease released keeps the key. An emptied set
+	-- is gone, and a script may not touch a key that is not there in a
+	-- slot that is migrating (a cluster moving it): nothing touches the
+	-- key after the last lease goes.
 	redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-	local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-	if last[2] then
-		-- The key lives until its last lease expires (an emptied set is
-		-- already gone).
+	local left = redis.call('ZCARD', key) - 1
+	redis.call('ZREM', key, lease)
+	if left > 0 then
+		-- The key lives until its last lease expires.
+		local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 		pexpire(key, idiv(tonumber(last[2]) - now + 999, 1000))
 	end
 	return {1, limit, 0, 0, 0, 0}

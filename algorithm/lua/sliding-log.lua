@@ -90,24 +90,32 @@ end
 
 local valid = n >= 1 and n <= limit
 if valid and live + n <= limit then
+	local expired = 0
 	if absent then
 		redis.call('DEL', key)
 	else
-		-- Drop a few of the members that left the window: the ranks below
+		-- A few of the members that left the window go: the ranks below
 		-- the oldest live one (every member, when none is live).
-		local expired = first or redis.call('ZCARD', key)
-		if expired > 0 then
-			redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, EXPIRED_PER_CALL) - 1)
-		end
+		expired = first or redis.call('ZCARD', key)
 	end
-	if last == eff then
-		-- The newest member is this instant's: it grows by n.
-		redis.call('ZREM', key, newest)
+	local grows = last == eff -- the newest member is this instant's: it grows by n
+	if grows then
 		count = count + n
 	else
 		count = n
 	end
+	-- The new member goes in first, and the ones it replaces leave after:
+	-- emptied, the set would be gone, and a script may not touch a key that
+	-- is not there in a slot that is migrating (a cluster moving it). It
+	-- ranks above every member that left the window (its score is the
+	-- newest), so their ranks stay.
 	redis.call('ZADD', key, int(eff), int(cum + n) .. '/' .. int(count))
+	if grows then
+		redis.call('ZREM', key, newest)
+	end
+	if expired > 0 then
+		redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, EXPIRED_PER_CALL) - 1)
+	end
 	local ttl = eff + window - now
 	-- The expiry in whole milliseconds, rounded up so the key outlives its
 	-- entries.
