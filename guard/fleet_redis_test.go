@@ -72,14 +72,16 @@ func TestFleetOfManyStartedAtOnce(t *testing.T) {
 // beating drops out after Expiry, MaxInstances keeps the most recent, and
 // a key of another type under the heartbeats' name is replaced.
 func TestFleetScriptedHeartbeat(t *testing.T) {
-	for name, client := range map[string]func() goredis.UniversalClient{
-		"server": func() goredis.UniversalClient { return goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)}) },
-		"cluster": func() goredis.UniversalClient {
+	for name, client := range map[string]func(testing.TB) goredis.UniversalClient{
+		"server": func(t testing.TB) goredis.UniversalClient {
+			return goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
+		},
+		"cluster": func(t testing.TB) goredis.UniversalClient {
 			return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t)})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := client()
+			c := client(t)
 			t.Cleanup(func() { c.Close() })
 			s := sredis.New(c, nil)
 			t.Cleanup(func() { s.Close() })

@@ -277,11 +277,13 @@ func TestFleetBadInput(t *testing.T) {
 		{Expiry: 31 * 24 * time.Hour},                            //
 		{Size: math.MaxInt},                                      // Limit·k/Size would overflow
 		{Size: 65_537},                                           //
+		{MaxInstances: -1},                                       // read as the default before
+		{Timeout: -time.Second},                                  //
 	} {
 		o.Store = memory.New(nil)
 		if f, err := guard.NewFleet(&o); err == nil {
 			_ = f.Close()
-			t.Errorf("NewFleet took Interval %v, Expiry %v, Size %d", o.Interval, o.Expiry, o.Size)
+			t.Errorf("NewFleet took Interval %v, Expiry %v, Size %d, MaxInstances %d, Timeout %v", o.Interval, o.Expiry, o.Size, o.MaxInstances, o.Timeout)
 		}
 	}
 }
