@@ -330,28 +330,23 @@ func TestClusterRedirectToANewMaster(t *testing.T) {
 	}
 }
 
-// TestClusterReleaseWhileMigrating: releasing an identity's only lease
-// while its slot is migrating empties the lease set, which deletes its
-// key, and a script may not touch a key of a migrating slot that is not
-// there ("Script attempted to access a non local key"): the release script
-// must not touch its key after the lease it removes was the last, or the
-// release, done, reads as an unknown outcome.
-func TestClusterReleaseWhileMigrating(t *testing.T) {
+// migratingCluster starts a private cluster of two masters and returns an
+// admin client, a store over it, and its masters.
+func migratingCluster(t *testing.T) (*goredis.ClusterClient, *Store, []*clusterNode) {
+	t.Helper()
 	addrs := startCluster(t, 2)
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })
-	nodes := clusterNodes(t, admin)
 	s := New(admin, nil)
 	t.Cleanup(func() { _ = s.Close() })
-	l, err := core.New(core.Config{Policy: core.Policy{Name: "leases", Limit: 2, Window: time.Minute}, Algorithm: algorithm.Concurrency{}, Store: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, d, err := l.Acquire(ctxT(t), "id")
-	if err != nil || !d.Allowed {
-		t.Fatalf("Acquire: %+v %v", d, err)
-	}
-	slot64, err := admin.ClusterKeySlot(ctxT(t), l.Key("id").String()).Result()
+	return admin, s, clusterNodes(t, admin)
+}
+
+// startMigrating sets key's slot migrating from its master to the other
+// one, moving no key, and returns the master it leaves.
+func startMigrating(t *testing.T, admin *goredis.ClusterClient, nodes []*clusterNode, key string) *clusterNode {
+	t.Helper()
+	slot64, err := admin.ClusterKeySlot(ctxT(t), key).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +358,26 @@ func TestClusterReleaseWhileMigrating(t *testing.T) {
 	}
 	setSlot(t, dst, slot, "importing", src.id)
 	setSlot(t, src, slot, "migrating", dst.id)
+	return src
+}
+
+// TestClusterReleaseWhileMigrating: releasing an identity's only lease
+// while its slot is migrating empties the lease set, which deletes its
+// key, and a script may not touch a key of a migrating slot that is not
+// there ("Script attempted to access a non local key"): the release script
+// must not touch its key after the lease it removes was the last, or the
+// release, done, reads as an unknown outcome.
+func TestClusterReleaseWhileMigrating(t *testing.T) {
+	admin, s, nodes := migratingCluster(t)
+	l, err := core.New(core.Config{Policy: core.Policy{Name: "leases", Limit: 2, Window: time.Minute}, Algorithm: algorithm.Concurrency{}, Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, d, err := l.Acquire(ctxT(t), "id")
+	if err != nil || !d.Allowed {
+		t.Fatalf("Acquire: %+v %v", d, err)
+	}
+	src := startMigrating(t, admin, nodes, l.Key("id").String())
 	if err := lease.Release(ctxT(t)); err != nil {
 		t.Fatalf("releasing the only lease while the slot migrates: %v", err)
 	}
@@ -382,12 +397,7 @@ func TestClusterReleaseWhileMigrating(t *testing.T) {
 // first. (The key outlives its entries here because the window shrank
 // under the limit's name, as a Multi's limits, given per call, may.)
 func TestClusterSlidingLogWhileMigrating(t *testing.T) {
-	addrs := startCluster(t, 2)
-	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = admin.Close() })
-	nodes := clusterNodes(t, admin)
-	s := New(admin, nil)
-	t.Cleanup(func() { _ = s.Close() })
+	admin, s, nodes := migratingCluster(t)
 	logOf := func(w time.Duration) core.Limit {
 		return core.Limit{Policy: core.Policy{Name: "log", Limit: 5, Window: w}, Algorithm: algorithm.SlidingLog{}}
 	}
@@ -410,18 +420,7 @@ func TestClusterSlidingLogWhileMigrating(t *testing.T) {
 		t.Fatalf("multi: %+v %v", d, err)
 	}
 	// Every key shares the identity's slot.
-	slot64, err := admin.ClusterKeySlot(ctxT(t), single(time.Second).Key("id").String()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slot := int(slot64)
-	src := owner(t, admin, nodes, slot)
-	dst := nodes[0]
-	if dst == src {
-		dst = nodes[1]
-	}
-	setSlot(t, dst, slot, "importing", src.id)
-	setSlot(t, src, slot, "migrating", dst.id)
+	startMigrating(t, admin, nodes, single(time.Second).Key("id").String())
 	time.Sleep(150 * time.Millisecond) // every entry leaves a window of 100 ms
 	if d, err := single(100*time.Millisecond).Allow(ctxT(t), "id"); err != nil || !d.Allowed {
 		t.Fatalf("single, its entries out of the window, the slot migrating: %+v %v", d, err)
