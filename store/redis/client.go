@@ -189,7 +189,7 @@ func failoverOptions(fo *goredis.FailoverOptions) *goredis.FailoverOptions {
 	// TCP connection in the kernel and answers the handshake when it
 	// wakes, after the announcement, and that connection then wrote to it
 	// until Sentinel demoted it, some 10 s later. Recycled after
-	// failoverConnLifetime, as New's, they stopped within 2 s of its
+	// failoverConnLifetime, as New's, they stopped about 2 s after its
 	// waking.
 	if n.ConnMaxLifetime <= 0 || n.ConnMaxLifetime > failoverConnLifetime {
 		n.ConnMaxLifetime = failoverConnLifetime
