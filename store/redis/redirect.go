@@ -155,6 +155,7 @@ func (s *Store) stray(addr string) (*goredis.Client, error) {
 	} else {
 		c = goredis.NewClient(opt)
 	}
+	markDials(c) // a failed dial sent nothing, as on the cluster's own nodes
 	if s.strays == nil {
 		s.strays = make(map[string]*goredis.Client)
 	}

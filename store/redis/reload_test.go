@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,4 +57,30 @@ func TestClusterMapReloadedAfterANodeFails(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = l.Reset(ctx, "id")
+}
+
+// A client the store makes for a node outside the slot map marks its
+// dials as the cluster's own nodes' are: a dial that failed (here through
+// a Dialer of the user's, whose error is no net.OpError) sent nothing, and
+// is no unknown outcome.
+func TestStrayNodeDialErrorIsNotSent(t *testing.T) {
+	refuse := errors.New("no route to the node")
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:  []string{"127.0.0.1:1"},
+		Dialer: func(context.Context, string, string) (net.Conn, error) { return nil, refuse },
+	})
+	t.Cleanup(func() { c.Close() })
+	s := New(c, nil)
+	t.Cleanup(func() { s.Close() })
+	n, err := s.stray("127.0.0.1:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Process(context.Background(), goredis.NewStatusCmd(context.Background(), "ping"))
+	if !errors.Is(err, refuse) {
+		t.Fatalf("ping through the stray client: %v, want the dialer's error", err)
+	}
+	if got := storeError("script", err); errors.Is(got, core.ErrOutcomeUnknown) {
+		t.Fatalf("a failed dial of a stray node reads as %v: an unknown outcome", got)
+	}
 }
