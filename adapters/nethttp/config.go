@@ -248,8 +248,8 @@ func NewPolicy(cfg Config) (*Policy, error) {
 			ly.weight = 1
 		}
 		ly.item = `"` + pol.Name + `"`
-		ly.tooMany = problemBody(quotaExceeded, pol.Name, "")
-		ly.unavailable = problemBody(reducedCapacity, pol.Name, "The rate limit could not be checked.")
+		ly.tooMany = problemBody(quotaExceeded, "", pol.Name)
+		ly.unavailable = problemBody(reducedCapacity, uncheckedDetail, pol.Name)
 		if !ly.shadow { // a shadow layer never refuses: announcing it would make clients wait for it
 			var item strings.Builder
 			fields.AppendPolicyItem(&item, &pol, ly.leaser, ly.quota)

@@ -1,7 +1,6 @@
 package nethttp
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -80,8 +79,8 @@ func newMultiLayer(i int, l Layer, names map[string]bool) (layer, error) {
 		}
 	}
 	ly.item = `"` + name + `"`
-	ly.tooMany = problemBody(quotaExceeded, name, "")
-	ly.unavailable = problemBody(reducedCapacity, name, "The rate limit could not be checked.")
+	ly.tooMany = problemBody(quotaExceeded, "", name)
+	ly.unavailable = problemBody(reducedCapacity, uncheckedDetail, name)
 	return ly, nil
 }
 
@@ -118,13 +117,12 @@ func (p *Policy) setOf(ls *core.Limits) *setInfo {
 		return v.(*setInfo)
 	}
 	si := &setInfo{items: policyItems(ls)}
-	var pr Problem
-	_ = json.Unmarshal(problemBody(reducedCapacity, "", "The rate limit could not be checked."), &pr)
-	for j := 0; j < ls.Len(); j++ {
+	names := make([]string, ls.Len())
+	for j := range names {
 		si.queues = si.queues || receipts.Queues(ls.Limit(j).Algorithm)
-		pr.ViolatedPolicies = append(pr.ViolatedPolicies, ls.Limit(j).Policy.Name)
+		names[j] = ls.Limit(j).Policy.Name
 	}
-	si.unavailable, _ = json.Marshal(pr)
+	si.unavailable = problemBody(reducedCapacity, uncheckedDetail, names...)
 	if p.nsets.Add(1) > maxSets {
 		p.sets.Clear()
 		p.nsets.Store(1)
@@ -177,9 +175,5 @@ func violatedBody(states []core.LimitState) []byte {
 			refused = append(refused, s.Name)
 		}
 	}
-	var pr Problem
-	_ = json.Unmarshal(problemBody(quotaExceeded, "", ""), &pr)
-	pr.ViolatedPolicies = refused
-	b, _ := json.Marshal(pr)
-	return b
+	return problemBody(quotaExceeded, "", refused...)
 }

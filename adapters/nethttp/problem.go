@@ -39,8 +39,13 @@ const (
 	notMade
 )
 
-func problemBody(k problemKind, policy, detail string) []byte {
-	pr := Problem{Detail: detail}
+// uncheckedDetail is the detail of a 503 when the store could not decide.
+const uncheckedDetail = "The rate limit could not be checked."
+
+// problemBody is the problem of kind k with detail, naming policies in
+// violated-policies (none: the member is left out).
+func problemBody(k problemKind, detail string, policies ...string) []byte {
+	pr := Problem{Detail: detail, ViolatedPolicies: policies}
 	switch k {
 	case quotaExceeded:
 		pr.Type, pr.Status = ProblemQuotaExceeded, http.StatusTooManyRequests
@@ -55,18 +60,15 @@ func problemBody(k problemKind, policy, detail string) []byte {
 		pr.Type, pr.Status = "about:blank", http.StatusInternalServerError
 		pr.Title = http.StatusText(http.StatusInternalServerError)
 	}
-	if policy != "" {
-		pr.ViolatedPolicies = []string{policy}
-	}
 	// Only strings and an int are marshalled: this cannot fail.
 	b, _ := json.Marshal(pr)
 	return b
 }
 
-var cancelledBody = problemBody(cancelled, "", "The request was cancelled before the rate limit admitted it.")
+var cancelledBody = problemBody(cancelled, "The request was cancelled before the rate limit admitted it.")
 
 // notMadeBody answers every request of a Policy NewPolicy did not make.
-var notMadeBody = problemBody(notMade, "", "The server's rate limit is not configured: its nethttp.Policy was not made by NewPolicy.")
+var notMadeBody = problemBody(notMade, "The server's rate limit is not configured: its nethttp.Policy was not made by NewPolicy.")
 
 // writeProblem sends a problem body with its status. The status is the
 // body's own: 429 for quotaExceeded, 500 for notMade, 503 otherwise.
