@@ -6,25 +6,13 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/casscript"
 	"github.com/sluicehq/sluice/store"
 )
 
-// casScript writes ARGV[2] with a TTL of ARGV[3] ms if the key still holds
-// exactly ARGV[1], and replies 1; otherwise it writes nothing and replies 0.
-// A key that is absent (or expired) never matches, so a writer that saw an
-// absent key uses SET NX instead; nor does one that has become of another
-// type (pcall: GET's WRONGTYPE error is a value that equals no string),
-// which Load then reads as absent. It is the store's own script, not an
-// algorithm's: one GET and at most one SET, nothing that can fail between.
-var casScript = store.NewScript("sluice-redis-cas", `if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return 1
-end
-return 0`)
-
 // Update applies m to key's state atomically (store.Store): GET, m.Apply,
-// then a compare-and-set (SET NX for an absent key, casForeignScript for a
-// key of another type, which reads as absent; casScript otherwise),
+// then a compare-and-set (SET NX for an absent key, casscript.Foreign for a
+// key of another type, which reads as absent; casscript.Swap otherwise),
 // looped by store.CASUpdate with Options.Retry until a swap wins. The
 // compare is on the whole value, so any write in between makes the swap
 // lose. The key's TTL is the algorithm's plus Options.ClockSkew.
@@ -69,7 +57,7 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 	if isWrongType(err) {
 		// A key of another type is not an algorithm's state: it reads as
 		// absent, as undecodable state does, and the swap replaces it.
-		return nil, foreignKey{}, nil
+		return nil, casscript.ForeignKey{}, nil
 	}
 	if err != nil {
 		// A read changes nothing: the outcome is known.
@@ -80,9 +68,9 @@ func (b casBackend) Load(ctx context.Context, key string) ([]byte, any, error) {
 }
 
 func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
-	ms := pxMillis(ttl + b.s.opts.ClockSkew)
-	if _, ok := token.(foreignKey); ok {
-		return b.swapScript(ctx, casForeignScript, []any{"evalsha", casForeignScript.Hash, "1", key, next, ms})
+	ms := casscript.PXMillis(ttl + b.s.opts.ClockSkew)
+	if _, ok := token.(casscript.ForeignKey); ok {
+		return b.swapScript(ctx, casscript.Foreign, []any{"evalsha", casscript.Foreign.Hash, "1", key, next, ms})
 	}
 	old, present := token.(string)
 	if !present {
@@ -96,11 +84,11 @@ func (b casBackend) Swap(ctx context.Context, key string, token any, next []byte
 		}
 		return true, nil
 	}
-	return b.swapScript(ctx, casScript, []any{"evalsha", casScript.Hash, "1", key, old, next, ms})
+	return b.swapScript(ctx, casscript.Swap, []any{"evalsha", casscript.Swap.Hash, "1", key, old, next, ms})
 }
 
-// swapScript sends args, an EVALSHA of sc (casScript or
-// casForeignScript), as an EVAL of its source if the server does not hold
+// swapScript sends args, an EVALSHA of sc (casscript.Swap or
+// casscript.Foreign), as an EVAL of its source if the server does not hold
 // it, and reports whether it wrote.
 func (b casBackend) swapScript(ctx context.Context, sc *store.Script, args []any) (bool, error) {
 	cmd := goredis.NewIntCmd(ctx, args...)
@@ -116,22 +104,6 @@ func (b casBackend) swapScript(ctx context.Context, sc *store.Script, args []any
 	return cmd.Val() == 1, nil
 }
 
-// foreignKey is Load's token for a key of another type than a string (a
-// hash, a list, a set...: written by other software, by hand, or by a
-// Limiter with a script over the same key).
-type foreignKey struct{}
-
-// casForeignScript replaces a key of another type than a string with
-// ARGV[1], with a TTL of ARGV[2] ms, and replies 1; if the key is now a
-// string or absent (another writer got there first), it writes nothing and
-// replies 0, and the update starts over.
-var casForeignScript = store.NewScript("sluice-redis-cas-foreign", `local t = redis.call('TYPE', KEYS[1]).ok
-if t ~= 'string' and t ~= 'none' then
-	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-	return 1
-end
-return 0`)
-
 // isWrongType reports a WRONGTYPE reply: the command met a key of another
 // type.
 func isWrongType(err error) bool { return goredis.HasErrorPrefix(err, "WRONGTYPE") }
@@ -141,10 +113,3 @@ func isWrongType(err error) bool { return goredis.HasErrorPrefix(err, "WRONGTYPE
 // generic path clamps a stored time that lies more than this ahead of its
 // own clock; scripts read the server's clock and need none.
 func (s *Store) ClockSkew() time.Duration { return s.opts.ClockSkew }
-
-// pxMillis is ttl in whole milliseconds, rounded up (a key must not expire
-// before its state reads as fresh) and at least 1 (PX 0 is an error).
-func pxMillis(ttl time.Duration) int64 {
-	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
-	return max(ms, 1)
-}

@@ -7,23 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/casscript"
 	"github.com/sluicehq/sluice/store"
 	valkeygo "github.com/valkey-io/valkey-go"
 )
-
-// casScript is the store's compare-and-set: write ARGV[2] with a TTL of
-// ARGV[3] ms if KEYS[1] still holds ARGV[1]. An absent key reads as false
-// in Lua, which equals no string, so it never matches: absent keys take
-// SET NX instead. Nor does a key that has become of another type (pcall:
-// GET's WRONGTYPE error is a value that equals no string), which Load then
-// reads as absent. Replies 1 when it wrote, 0 when another writer got
-// there first.
-var casScript = store.NewScript("valkey-cas", `if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
-`)
 
 // Update applies m to key's state atomically, for algorithms without a Lua
 // twin (or limiters with Config.NoScript): GET, m.Apply, then a
@@ -71,7 +58,7 @@ func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) 
 	case isWrongType(err):
 		// A key of another type is not an algorithm's state: it reads as
 		// absent, as undecodable state does, and the swap replaces it.
-		return nil, foreignKey{}, nil
+		return nil, casscript.ForeignKey{}, nil
 	case err != nil:
 		return nil, nil, storeError("update", err, false)
 	}
@@ -82,7 +69,7 @@ func (b *casBackend) Load(ctx context.Context, key string) ([]byte, any, error) 
 // Swap writes next if key still holds token (or, for a nil token, is still
 // absent). It is sent once: valkey-go never retries a write.
 func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byte, ttl time.Duration) (bool, error) {
-	ms := pxMillis(ttl + b.skew)
+	ms := casscript.PXMillis(ttl + b.skew)
 	c, sh := b.c, b.sh
 	if token == nil {
 		resp := sh.Do(ctx, c.B().Set().Key(key).Value(string(next)).Nx().PxMilliseconds(ms).Build())
@@ -94,10 +81,10 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 		}
 		return true, nil
 	}
-	sc, argv := casScript, [3]string{"", string(next), strconv.FormatInt(ms, 10)}
+	sc, argv := casscript.Swap, [3]string{"", string(next), strconv.FormatInt(ms, 10)}
 	args := argv[:]
-	if _, ok := token.(foreignKey); ok {
-		sc, args = casForeignScript, argv[1:]
+	if _, ok := token.(casscript.ForeignKey); ok {
+		sc, args = casscript.Foreign, argv[1:]
 	} else {
 		argv[0], _ = token.(string)
 	}
@@ -112,23 +99,6 @@ func (b *casBackend) Swap(ctx context.Context, key string, token any, next []byt
 	return n == 1, nil
 }
 
-// foreignKey is Load's token for a key of another type than a string (a
-// hash, a list, a set...: written by other software, by hand, or by a
-// Limiter with a script over the same key).
-type foreignKey struct{}
-
-// casForeignScript replaces a key of another type than a string with
-// ARGV[1], with a TTL of ARGV[2] ms, and replies 1; if the key is now a
-// string or absent (another writer got there first), it writes nothing and
-// replies 0, and the update starts over.
-var casForeignScript = store.NewScript("valkey-cas-foreign", `local t = redis.call('TYPE', KEYS[1]).ok
-if t ~= 'string' and t ~= 'none' then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-`)
-
 // isWrongType reports a WRONGTYPE reply: the command met a key of another
 // type.
 func isWrongType(err error) bool {
@@ -141,10 +111,3 @@ func isWrongType(err error) bool {
 // generic path clamps a stored time that lies more than this ahead of its
 // own clock; scripts read the server's clock and need none.
 func (s *Store) ClockSkew() time.Duration { return s.skew }
-
-// pxMillis rounds ttl up to whole milliseconds, at least one: PX takes a
-// positive integer, and an early expiry could hand a client a fresh quota.
-func pxMillis(ttl time.Duration) int64 {
-	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
-	return max(ms, 1)
-}

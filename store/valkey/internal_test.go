@@ -11,21 +11,6 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-func TestPxMillis(t *testing.T) {
-	for _, tt := range []struct {
-		ttl  time.Duration
-		want int64
-	}{
-		{-time.Second, 1}, {0, 1}, {time.Nanosecond, 1}, {time.Microsecond, 1},
-		{time.Millisecond, 1}, {time.Millisecond + 1, 2}, {1500 * time.Microsecond, 2},
-		{time.Hour, 3_600_000}, {core.MaxWindow, int64(core.MaxWindow / time.Millisecond)},
-	} {
-		if got := pxMillis(tt.ttl); got != tt.want {
-			t.Errorf("pxMillis(%v) = %d, want %d", tt.ttl, got, tt.want)
-		}
-	}
-}
-
 func TestArgv(t *testing.T) {
 	var c argCache
 	p := core.Policy{Name: "p", Limit: 7, Window: 3 * time.Second, Burst: 11, MaxDelay: time.Second, LeaseTTL: 5 * time.Second}
