@@ -204,16 +204,7 @@ func TestClusterRedirects(t *testing.T) {
 			gkey := store.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
 			t.Cleanup(func() { admin.Del(context.Background(), gkey.String()) })
 
-			slot64, err := admin.ClusterKeySlot(ctxT(t), key.String()).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			slot := int(slot64)
-			src := owner(t, admin, nodes, slot)
-			dst := nodes[0]
-			if dst == src {
-				dst = nodes[1]
-			}
+			slot, src, dst := slotMove(t, admin, nodes, key.String())
 
 			p := core.Policy{Name: "redirect", Limit: 10, Window: time.Hour}
 			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
@@ -300,12 +291,7 @@ func TestClusterRedirectToANewMaster(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	key := testKey(t, admin)
 	gkey := store.Key{Namespace: key.Namespace + ":generic", Identity: key.Identity}
-	slot64, err := admin.ClusterKeySlot(ctxT(t), key.String()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slot := int(slot64)
-	src := owner(t, admin, nodes, slot)
+	slot, src, _ := slotMove(t, admin, nodes, key.String()) // to the spare, not another master
 	pol := core.Policy{Name: "redirect", Limit: 10, Window: time.Hour}
 	decide := func(step string) {
 		t.Helper()
@@ -342,20 +328,28 @@ func migratingCluster(t *testing.T) (*goredis.ClusterClient, *Store, []*clusterN
 	return admin, s, clusterNodes(t, admin)
 }
 
-// startMigrating sets key's slot migrating from its master to the other
-// one, moving no key, and returns the master it leaves.
-func startMigrating(t *testing.T, admin *goredis.ClusterClient, nodes []*clusterNode, key string) *clusterNode {
+// slotMove returns key's slot, the master that serves it, and another
+// master to move it to.
+func slotMove(t *testing.T, admin *goredis.ClusterClient, nodes []*clusterNode, key string) (slot int, src, dst *clusterNode) {
 	t.Helper()
 	slot64, err := admin.ClusterKeySlot(ctxT(t), key).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := int(slot64)
-	src := owner(t, admin, nodes, slot)
-	dst := nodes[0]
+	slot = int(slot64)
+	src = owner(t, admin, nodes, slot)
+	dst = nodes[0]
 	if dst == src {
 		dst = nodes[1]
 	}
+	return slot, src, dst
+}
+
+// startMigrating sets key's slot migrating from its master to the other
+// one, moving no key, and returns the master it leaves.
+func startMigrating(t *testing.T, admin *goredis.ClusterClient, nodes []*clusterNode, key string) *clusterNode {
+	t.Helper()
+	slot, src, dst := slotMove(t, admin, nodes, key)
 	setSlot(t, dst, slot, "importing", src.id)
 	setSlot(t, src, slot, "migrating", dst.id)
 	return src
