@@ -998,7 +998,7 @@ func memcacheServers(addrs []string) ([]string, error) {
 	for i, a := range addrs {
 		ta, err := net.ResolveTCPAddr("tcp", a)
 		if err != nil {
-			return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
+			return nil, serversError(addrs, err)
 		}
 		if !ta.IP.IsLinkLocalUnicast() && !ta.IP.IsLinkLocalMulticast() {
 			ta.Zone = "" // dialled alike with any zone, or none
@@ -1014,6 +1014,12 @@ func memcacheServers(addrs []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// serversError is the store's error of memcached servers addrs that
+// cannot be resolved: the servers', not the URL's.
+func serversError(addrs []string, err error) error {
+	return &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
 }
 
 func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
@@ -1049,7 +1055,7 @@ func openMemcache(u *url.URL, q url.Values) (*Backend, error) {
 	// as a store that answers and then fail every call.
 	var servers gomemcache.ServerList
 	if err := servers.SetServers(sorted...); err != nil {
-		return nil, &store.Error{Op: "open", Err: cutError(fmt.Errorf("memcached servers %s: %w", strings.Join(addrs, ","), err))}
+		return nil, serversError(addrs, err)
 	}
 	c := gomemcache.NewFromSelector(&servers)
 	c.Timeout, c.MaxIdleConns = timeout, idle
