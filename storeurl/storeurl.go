@@ -22,7 +22,8 @@
 // A port may be left out of the URL's hosts: 6379 for the Redis schemes,
 // 26379 for a Sentinel, 11211 for memcached (not of an addr parameter's,
 // which go-redis reads and refuses without one). A host may be an IPv6
-// address in brackets, alone or in a list ("[::1]:7000,[::1]:7001"). User
+// address in brackets, alone or in a list ("[::1]:7000,[::1]:7001"), its
+// zone after "%25" (RFC 6874: "[fe80::1%25eth0]:11211"). User
 // information in a Sentinel URL authenticates to the sentinels; the primary's own credentials are the
 // query parameters username and password. A user or password holding a
 // '#', '/' or '?' must %-escape it (%23, %2F, %3F): a URL parser ends the
@@ -35,7 +36,8 @@
 // servers in two orders, or spell one server two ways, would count each
 // key on two servers. A server listed twice, in any spelling that resolves
 // to one address (with and without its default port, [::ffff:127.0.0.1]
-// and 127.0.0.1, [::1] with and without a zone), is an error. (Releases before this one kept the URL's order: a
+// and 127.0.0.1, [::1] with and without a zone, a link-local address's
+// interface by its name and by its index), is an error. (Releases before this one kept the URL's order: a
 // fleet whose URLs did not list the servers sorted sees most keys start
 // fresh once, at the upgrade; roll it out to every instance at once.)
 //
@@ -246,11 +248,22 @@ func Open(rawURL string) (*Backend, error) {
 		return &URLError{URL: masked, Reason: urlmask.Scrub(fmt.Sprintf(format, args...), rawURL)}
 	}
 	if list != "" {
-		for _, hp := range strings.Split(list, ",") {
+		hs := strings.Split(list, ",")
+		for i, hp := range hs {
 			if err := hostName(hp); err != nil {
 				return nil, bad("%s", err)
 			}
+			if strings.HasPrefix(hp, "[") && strings.Contains(hp, "%") {
+				// An address's zone is escaped in a URL ("%25" for '%',
+				// RFC 6874): read as url.Parse reads a URL's one host.
+				h, err := url.Parse("//" + hp)
+				if err != nil {
+					return nil, bad("bad host %q: %s", hp, errors.Unwrap(err))
+				}
+				hs[i] = h.Host
+			}
 		}
+		u.Host = strings.Join(hs, ",")
 	}
 	if misreadUserinfo(rawURL) {
 		// url.Parse read part of the password as a host, a path, a query
@@ -1002,6 +1015,11 @@ func memcacheServers(addrs []string) ([]string, error) {
 		}
 		if !ta.IP.IsLinkLocalUnicast() && !ta.IP.IsLinkLocalMulticast() {
 			ta.Zone = "" // dialled alike with any zone, or none
+		} else if n, err := strconv.Atoi(ta.Zone); err == nil {
+			// An interface by its index is the interface by its name.
+			if ifi, err := net.InterfaceByIndex(n); err == nil {
+				ta.Zone = ifi.Name
+			}
 		}
 		out[i] = ta.String()
 		if first, ok := from[out[i]]; ok {

@@ -154,6 +154,9 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		// An IPv6 literal whose ']' is missing would take the default port.
 		{"redis+cluster://[::1]:7000,[::1:7001", "no closing ]"},
 		{"memcache://[::1:7000,[::1]:7001", "no closing ]"},
+		// A zone's '%' is "%25" in a URL, in a list as for one host.
+		{"memcache://[fe80::1%lo]:1,127.0.0.1:2", `bad host "[fe80::1%lo]:1": invalid URL escape "%lo"`},
+		{"redis+cluster://127.0.0.1:1,[fe80::1%lo]:2", `bad host "[fe80::1%lo]:2": invalid URL escape "%lo"`},
 		// A list that holds an IPv6 literal, which url.Parse does not read.
 		{"memcache://[::zz]:1,127.0.0.1:2", `bad IPv6 address "::zz"`},
 		{"memcache://a b:1,[::1]:2", `bad host "a b"`},
@@ -816,5 +819,24 @@ func TestMemcacheRepeatedServer(t *testing.T) {
 		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "listed twice") {
 			t.Errorf("Open(%q): %v; want a bad URL naming the repeat", u, err)
 		}
+	}
+}
+
+// A link-local address's zone picks an interface, by name or by index:
+// both spellings of one interface are one server.
+func TestMemcacheZoneByIndexAndName(t *testing.T) {
+	ifs, err := net.Interfaces()
+	if err != nil || len(ifs) == 0 {
+		t.Fatalf("no network interfaces: %v", err)
+	}
+	i := ifs[0]
+	u := fmt.Sprintf("memcache://[fe80::1%%25%d]:1,[fe80::1%%25%s]:1", i.Index, i.Name)
+	b, err := storeurl.Open(u)
+	if err == nil {
+		b.Close()
+		t.Fatalf("Open(%q): no error for one server listed twice", u)
+	}
+	if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "listed twice") {
+		t.Fatalf("Open(%q): %v; want a bad URL naming the repeat", u, err)
 	}
 }
