@@ -46,7 +46,8 @@ const MaxMembers = 64
 // Member is one region of the split, as every region's Config lists it.
 type Member struct {
 	// Name identifies the region in the coordination store: 1 to 64
-	// characters from [A-Za-z0-9._-], unique in the split.
+	// characters from [A-Za-z0-9._-], unique in the split, and not
+	// "region" in the synced mode (the coordinator's keys are named so).
 	Name string
 	// Weight is the region's part of the static split, and of the synced
 	// split while no live region reports any demand. 0 to core.MaxLimit;
@@ -91,7 +92,9 @@ type Config struct {
 	// one is set, scaled by allowance/Limit), under the same Name and
 	// Prefix, so a change of allowance keeps each key's state (see the
 	// package doc for what a change does per algorithm). An algorithm that
-	// holds leases (Concurrency) is refused.
+	// holds leases (Concurrency) is refused, and so, in the synced mode,
+	// is a negative Timeout: the split's bound counts on every decision
+	// ending within the Timeout.
 	Limiter core.Config
 	// Coordinator is the coordination store of the synced mode, shared by
 	// every region (a global Redis, say): any store.Store. Required for
@@ -129,6 +132,10 @@ type Config struct {
 	// else reports.
 	OnSyncError func(error)
 }
+
+// coordName names the coordinator's keys, "<Prefix>:region:<policy>", which
+// a region's own keys, "<Prefix>:<Region>:<policy>", must not be.
+const coordName = "region"
 
 // Region enforces one region's share of a global limit. It is safe for
 // concurrent use: share one per region and policy, and call Run (or Sync
@@ -214,6 +221,9 @@ func New(cfg Config) (*Region, error) {
 		if seen[m.Name] {
 			return nil, fmt.Errorf("region: Members[%d].Name %q appears twice", i, m.Name)
 		}
+		if m.Name == coordName && cfg.Mode == Synced {
+			return nil, fmt.Errorf("region: Members[%d].Name %q is the name of the coordinator's keys: a region so named, on the coordinator's store, would count its clients on the regions' reports", i, m.Name)
+		}
 		seen[m.Name] = true
 		if m.Weight < 0 || m.Weight > core.MaxLimit {
 			return nil, fmt.Errorf("region: Members[%d] (%s): Weight must be 0 to %d, got %d", i, m.Name, core.MaxLimit, m.Weight)
@@ -273,7 +283,7 @@ func New(cfg Config) (*Region, error) {
 		}
 		r.coord = cfg.Coordinator
 		for _, name := range r.names {
-			r.keys = append(r.keys, store.Key{Namespace: store.Namespace(prefix+":region", p.Name), Identity: name})
+			r.keys = append(r.keys, store.Key{Namespace: store.Namespace(prefix+":"+coordName, p.Name), Identity: name})
 		}
 		start = r.floors[r.self]
 	}
@@ -329,7 +339,10 @@ func (r *Region) timing(cfg Config) error {
 	case to == 0:
 		r.inflight = core.DefaultTimeout
 	case to < 0:
-		r.inflight = r.period // no deadline: allow a period
+		// A decision the store answers late is admitted under the
+		// allowance it began under, which may have gone to another region
+		// since: the split's bound needs each decision's time bounded.
+		return fmt.Errorf("region: Limiter.Timeout must not be negative in the synced mode (got %s): a decision with no deadline may be admitted under an allowance lowered long before", to)
 	default:
 		r.inflight = to
 	}

@@ -329,6 +329,12 @@ func TestConfigErrors(t *testing.T) {
 		{"leases", func(c *region.Config) { c.Limiter.Algorithm = algorithm.Concurrency{} }},
 		{"unknown mode", func(c *region.Config) { c.Mode = 7 }},
 		{"typed-nil algorithm", func(c *region.Config) { var g *algorithm.GCRA; c.Limiter.Algorithm = g }},
+		// A decision with no deadline may be admitted under an allowance
+		// lowered long before, after another region was given it.
+		{"no deadline", func(c *region.Config) { c.Limiter.Timeout = -1 }},
+		// A region named "region" would count its clients on the keys of
+		// the coordinator's reports, were the two stores one.
+		{"reserved name", func(c *region.Config) { c.Members[1].Name = "region" }},
 		// A synced region may be given all but the others' floors: a
 		// sliding log of 30,000 could not enforce 29,750 (its Limit is at
 		// most 10,000), and every raise would fail at Sync.
