@@ -39,7 +39,8 @@
 // The Transport never retries a request that is not idempotent (RFC 9110:
 // GET, HEAD, OPTIONS, TRACE, PUT, DELETE); an idempotent one is retried after
 // a 429, or a 503 that carries Retry-After, only when Retries allows it and
-// its body can be replayed. A 503 without Retry-After is returned at once:
+// its body can be replayed; a Retry-After of 0, or of a date already past,
+// asks for the retry at once. A 503 without Retry-After is returned at once:
 // nobody knows when the server is back; so is a 429 without Retry-After
 // from a server that sends RateLimit fields, which says that no wait would
 // help (Sluice's doors answer a cost above the quota so). A 429 with
@@ -51,9 +52,22 @@
 // clients share the quota; when a body was closed before its end, or read
 // to its end while the server's handler still ran (one that flushed its
 // last byte and went on: its unit comes back at once, and the handler
-// holds the server's for as long as it runs on); and when the server
+// holds the server's for as long as it runs on); when the server
 // charges a request more than one unit (a Sluice layer's Weight or Cost):
-// r counts units, and the Transport takes one a request.
+// r counts units, and the Transport takes one a request; and when it has
+// forgotten a limit (see below).
+//
+// What the Transport remembers is bounded. Of the scopes, it keeps
+// MaxScopes; past them it forgets the least recently used that holds
+// nothing back (no Retry-After pending, no request or body out, no policy
+// spent), or, when every one of the 64 least recently used does, the least
+// recently used. A forgotten scope starts again as a new one: one request
+// goes, and its response says what is left, or refuses it. Of a scope's
+// policies, it keeps 16: a policy reported when 16 are known takes the
+// place of the one reported least recently that holds nothing back (not
+// one the same response reports), and is not read while all 16 hold
+// requests back. So keep MaxScopes above the scopes whose limits are
+// spent at once.
 package client
 
 import (
@@ -143,8 +157,9 @@ type Transport struct {
 	// to that host. Give a finer scope (host and first path segment, say)
 	// when a server limits routes apart.
 	Scope func(*http.Request) string
-	// MaxScopes bounds the scopes remembered; the least recently used is
-	// forgotten first. Zero means DefaultMaxScopes.
+	// MaxScopes bounds the scopes remembered: past it, the least recently
+	// used of those that hold no request back is forgotten first (see the
+	// package doc). Zero means DefaultMaxScopes.
 	MaxScopes int
 
 	// now is the clock, for tests; nil means time.Now.
@@ -161,6 +176,7 @@ type scope struct {
 	blocked  time.Time          // no request before this (Retry-After)
 	policies map[string]*policy // by name
 	learned  bool               // a response has been read
+	reports  int64              // responses read
 	inflight int                // requests sent and not yet answered
 	notify   chan struct{}      // closed (and replaced) when a response is read
 }
@@ -183,6 +199,57 @@ type policy struct {
 	// (qu="concurrent-requests"): a unit comes back with its response, and
 	// the item's t is no reset.
 	concurrent bool
+	report     int64 // the scope's response that last reported it (scope.reports)
+}
+
+// holds reports whether p holds back a request at now, or is counting one:
+// a request or an open body of it is out, or its count is spent and no
+// unit has come back yet.
+func (p *policy) holds(now time.Time) bool {
+	switch {
+	case p.inflight > 0 || p.bodies > 0:
+		return true
+	case !p.known || p.remaining > 0:
+		return false
+	case !p.reset.IsZero() && !p.reset.After(now):
+		return false // whole again
+	case p.interval > 0 && p.next(now) <= 0:
+		return false // a unit is back
+	}
+	return true
+}
+
+// holds reports whether s holds back a request at now, or is counting
+// one: a Retry-After, a request or body out, a spent policy.
+func (s *scope) holds(now time.Time) bool {
+	if s.inflight > 0 || s.blocked.After(now) {
+		return true
+	}
+	for _, p := range s.policies {
+		if p.holds(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetPolicy makes room for a policy s has not seen: it forgets, of the
+// policies that hold nothing back (policy.holds) and that an earlier
+// response reported, the one reported least recently, and reports whether
+// there was one.
+func (s *scope) forgetPolicy(now time.Time) bool {
+	var oldest string
+	var at *policy
+	for name, p := range s.policies {
+		if p.report < s.reports && !p.holds(now) && (at == nil || p.report < at.report) {
+			oldest, at = name, p
+		}
+	}
+	if at == nil {
+		return false
+	}
+	delete(s.policies, oldest)
+	return true
 }
 
 // refill adds to remaining the units a bucket got back by now: one per
@@ -240,8 +307,14 @@ func (t *Transport) scopeOf(r *http.Request) string {
 	return r.URL.Host
 }
 
-// get returns the scope named name, creating it (and forgetting the least
-// recently used one past MaxScopes). t.mu is held.
+// maxScan bounds how many of the least recently used scopes get looks at
+// for one that holds nothing back, when it must forget one.
+const maxScan = 64
+
+// get returns the scope named name, creating it. Past MaxScopes it forgets
+// one: the least recently used that holds nothing back (scope.holds), of
+// the maxScan least recently used, or else the least recently used. t.mu
+// is held.
 func (t *Transport) get(name string) *scope {
 	if t.scopes == nil {
 		t.scopes = map[string]*list.Element{}
@@ -258,6 +331,13 @@ func (t *Transport) get(name string) *scope {
 	}
 	for t.lru.Len() > limit {
 		old := t.lru.Back()
+		now := t.clock()
+		for e, n := old, 0; e != nil && n < maxScan; e, n = e.Prev(), n+1 {
+			if sc := e.Value.(*scope); sc != s && !sc.holds(now) {
+				old = e
+				break
+			}
+		}
 		t.lru.Remove(old)
 		delete(t.scopes, old.Value.(*scope).name)
 	}
@@ -287,8 +367,8 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := t.base().RoundTrip(r)
-		retry := t.learn(s, sent, resp, err)
-		if err != nil || retry <= 0 || attempt >= t.Retries || !replayable(r) {
+		retry, again := t.learn(s, sent, resp, err)
+		if err != nil || !again || attempt >= t.Retries || !replayable(r) {
 			return resp, err
 		}
 		if t.clock().Add(retry).After(deadline) {
@@ -427,9 +507,9 @@ func sleepUntil(ctx context.Context, done <-chan struct{}, d time.Duration) erro
 
 // learn reads what resp says about the limits of scope s, the one admit
 // counted the request against (even if MaxScopes has forgotten it since),
-// and returns how long the server asked to wait before a retry (0: none
-// asked, or not a refusal).
-func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err error) time.Duration {
+// and returns whether resp is a refusal that a retry may follow, and after
+// how long (a Retry-After of 0 asks for one at once).
+func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err error) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range sent {
@@ -444,9 +524,10 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		s.notify = nil
 	}
 	if err != nil || resp == nil {
-		return 0
+		return 0, false
 	}
 	s.learned = true
+	s.reports++
 	now := t.clock()
 	quotas := parsePolicies(resp.Header.Values("RateLimit-Policy"))
 	var held []*policy // concurrency limits whose unit the body holds
@@ -456,12 +537,13 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 	for _, it := range parseRateLimit(resp.Header.Values("RateLimit")) {
 		p := s.policies[it.name]
 		if p == nil {
-			if len(s.policies) >= maxPolicies {
+			if len(s.policies) >= maxPolicies && !s.forgetPolicy(now) {
 				continue
 			}
 			p = &policy{}
 			s.policies[it.name] = p
 		}
+		p.report = s.reports
 		if q, ok := quotas[it.name]; ok {
 			p.quota, p.interval, p.concurrent = q.quota, q.interval, q.concurrent
 		}
@@ -507,9 +589,10 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 		t.hold(s, held, resp)
 	}
 	var ra time.Duration
+	again := false
 	if refusal(resp) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
-			ra = d
+			ra, again = d, true
 			if resp.StatusCode == http.StatusTooManyRequests && spentConcurrency && !spentRate {
 				// Refused by a limit on requests in flight alone: its
 				// Retry-After is when the server's last lease would
@@ -522,21 +605,22 @@ func (t *Transport) learn(s *scope, sent []*policy, resp *http.Response, err err
 				s.blocked = until
 			}
 		}
-		if resp.StatusCode == http.StatusTooManyRequests && ra == 0 {
+		if resp.StatusCode == http.StatusTooManyRequests && !again {
 			if len(quotas) > 0 || resp.Header.Get("RateLimit") != "" {
 				// A server that speaks the RateLimit fields and names no
 				// wait says none would help (a cost above the quota):
 				// nothing to retry, and the requests that fit go on as
 				// the fields allow.
-				return 0
+				return 0, false
 			}
-			ra = time.Second // refused without a time: wait a little, not at all is a loop
+			// Refused without a time: wait a little, not at all is a loop.
+			ra, again = time.Second, true
 			if until := now.Add(ra); until.After(s.blocked) {
 				s.blocked = until
 			}
 		}
 	}
-	return ra
+	return ra, again
 }
 
 // refusal reports whether resp refuses its request: a 429, or a 503 (which

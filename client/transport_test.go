@@ -835,3 +835,116 @@ func TestRetryAfterPastInt64IsCapped(t *testing.T) {
 		}
 	}
 }
+
+// A Retry-After of 0 (or an HTTP date already past) asks for a retry now:
+// an idempotent request is sent again at once, within Retries, after a 503
+// and a 429 alike, from a server with RateLimit fields or without.
+func TestRetryAfterZeroIsRetriedAtOnce(t *testing.T) {
+	past := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
+	for _, c := range []struct {
+		status int
+		ra     string
+		fields bool
+	}{
+		{http.StatusServiceUnavailable, "0", false},
+		{http.StatusServiceUnavailable, past, false},
+		{http.StatusTooManyRequests, "0", false},
+		{http.StatusTooManyRequests, "0", true},
+	} {
+		var hits atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hits.Add(1) == 1 {
+				w.Header().Set("Retry-After", c.ra)
+				if c.fields {
+					w.Header().Set("RateLimit", `"p";r=0;t=0`)
+					w.Header().Set("RateLimit-Policy", `"p";q=5;w=1`)
+				}
+				w.WriteHeader(c.status)
+			}
+		}))
+		hc := &http.Client{Transport: &Transport{Retries: 2}}
+		start := time.Now()
+		code, err := get(t, hc, srv.URL)
+		took := time.Since(start)
+		srv.Close()
+		if err != nil || code != http.StatusOK || hits.Load() != 2 || took > 500*time.Millisecond {
+			t.Errorf("%d with Retry-After %q (RateLimit fields %v): %d, %v after %d sends in %v; want 200 after 2, at once",
+				c.status, c.ra, c.fields, code, err, hits.Load(), took.Round(time.Millisecond))
+		}
+	}
+}
+
+// Past MaxScopes, a scope that holds nothing back is forgotten before one
+// that does: a host whose quota is spent stays known while many hosts with
+// room come and go, and the Transport sends it nothing its limit refuses.
+func TestASpentScopeOutlivesScopesWithRoom(t *testing.T) {
+	spent := newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "one", Limit: 1, Window: time.Hour})
+	var roomy []*limitedServer
+	for range 5 {
+		roomy = append(roomy, newLimitedServer(t, algorithm.FixedWindow{}, core.Policy{Name: "many", Limit: 1000, Window: time.Hour}))
+	}
+	hc := &http.Client{Transport: &Transport{MaxScopes: 3, FailFast: true}}
+	if code, err := get(t, hc, spent.URL); err != nil || code != http.StatusOK {
+		t.Fatalf("first request: %d, %v", code, err)
+	}
+	for round := range 3 {
+		for i, s := range roomy {
+			if code, err := get(t, hc, s.URL); err != nil || code != http.StatusOK {
+				t.Fatalf("round %d, roomy host %d: %d, %v", round, i, code, err)
+			}
+		}
+		if _, err := get(t, hc, spent.URL); !errors.Is(err, ErrLimited) {
+			t.Fatalf("round %d: the spent host after %d others: %v; want ErrLimited, not sent", round, len(roomy), err)
+		}
+	}
+	if n := spent.refused.Load(); n != 0 {
+		t.Fatalf("the spent host refused %d requests; want none sent", n)
+	}
+}
+
+// sequence answers each request with the next of its headers (the last
+// one again once they run out).
+type sequence struct {
+	mu sync.Mutex
+	hs []http.Header
+}
+
+func (s *sequence) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	h := s.hs[0]
+	if len(s.hs) > 1 {
+		s.hs = s.hs[1:]
+	}
+	s.mu.Unlock()
+	return &http.Response{StatusCode: 200, Header: h.Clone(), Body: http.NoBody, Request: r}, nil
+}
+
+// A scope remembers maxPolicies policies; a policy reported once they are
+// all known takes the place of the one reported least recently that holds
+// nothing back, so that a server whose policies change over time (renamed
+// at a deploy, tiers) is still honoured: its new, spent policy holds the
+// requests it refuses.
+func TestANewPolicyTakesAnIdlePolicysPlace(t *testing.T) {
+	var items []string
+	for i := range maxPolicies {
+		items = append(items, fmt.Sprintf(`"old%d";r=500;t=3600`, i))
+	}
+	tr := &Transport{FailFast: true, Base: &sequence{hs: []http.Header{
+		{"Ratelimit": {strings.Join(items, ", ")}},
+		{"Ratelimit": {`"strict";r=0;t=3600`}},
+	}}}
+	hc := &http.Client{Transport: tr}
+	for i := range 2 {
+		if _, err := get(t, hc, "http://127.0.0.1:9/"); err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+	}
+	_, err := get(t, hc, "http://127.0.0.1:9/")
+	var le *LimitedError
+	if !errors.As(err, &le) || le.Policy != "strict" {
+		t.Fatalf("after a 17th policy reported spent: %v; want a LimitedError of policy \"strict\"", err)
+	}
+	if n := len(tr.get("127.0.0.1:9").policies); n > maxPolicies {
+		t.Fatalf("%d policies remembered, want at most %d", n, maxPolicies)
+	}
+}
