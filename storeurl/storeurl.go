@@ -60,7 +60,9 @@
 // cluster parser does not read), db, …), plus Sluice's own: clock_skew
 // (Options.ClockSkew), pipelines and max_batch (the batcher), no_batch=true,
 // max_attempts (the compare-and-set loop's bound). go-redis's own retries
-// (max_retries) are always off in the store: it never re-sends a decision.
+// are always off in the store: it never re-sends a decision, and
+// max_retries (but -1), min_retry_backoff and max_retry_backoff are
+// refused.
 // The options the store turns off are refused when set on: read_only,
 // route_by_latency, route_randomly, replica_only,
 // use_disconnected_replicas and max_redirects (but -1): it reads and
@@ -69,7 +71,7 @@
 // and then fails every dial at once.
 //
 // valkey schemes: dial_timeout (not negative; 0 is valkey-go's default),
-// write_timeout (default 1s, where valkey-go's own is 10s: how late a
+// write_timeout (positive; default 1s, where valkey-go's own is 10s: how late a
 // reply may be before valkey-go closes its connection, so that a
 // connection gone silent while the server lives, as after a lost NAT
 // entry, is replaced within about three seconds rather than failing the
@@ -705,6 +707,13 @@ func turnedOffCheck(q url.Values) error {
 	if v := q.Get("max_redirects"); v != "" && v != "-1" {
 		return fmt.Errorf("parameter max_redirects=%q: %s", v, why)
 	}
+	// go-redis reads max_retries 0 as its default, 3; -1 is "off" as
+	// written. The backoffs time retries that never happen.
+	for _, name := range []string{"max_retries", "min_retry_backoff", "max_retry_backoff"} {
+		if v := q.Get(name); v != "" && (name != "max_retries" || v != "-1") {
+			return fmt.Errorf("parameter %s=%q: the store turns go-redis's retries off (it never sends a decision twice)", name, v)
+		}
+	}
 	return nil
 }
 
@@ -937,6 +946,9 @@ func openValkey(u *url.URL, q url.Values) (*Backend, error) {
 			}
 			if d == "dial_timeout" && t < 0 {
 				return nil, fmt.Errorf("parameter dial_timeout=%q must not be negative: every dial would fail at once", v)
+			}
+			if d == "write_timeout" && t <= 0 {
+				return nil, fmt.Errorf("parameter write_timeout=%q must be positive: valkey-go reads 0 as its own default (10s) and a negative one as none, and a connection gone silent would then fail its calls for good", v)
 			}
 		}
 	}

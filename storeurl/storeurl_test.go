@@ -146,6 +146,15 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000?route_by_latency=true", "the store turns it off"},
 		{"redis+cluster://127.0.0.1:7000?route_randomly=1", "the store turns it off"},
 		{"redis+cluster://127.0.0.1:7000?max_redirects=5", "the store turns it off"},
+		// go-redis's retries are off in the store, whatever the URL says.
+		{"redis://127.0.0.1:6379?max_retries=5", "parameter max_retries=\"5\": the store turns go-redis's retries off"},
+		{"redis://127.0.0.1:6379?max_retries=0", "parameter max_retries=\"0\": the store turns go-redis's retries off"},
+		{"redis+cluster://127.0.0.1:7000?max_retry_backoff=1h", "parameter max_retry_backoff=\"1h\": the store turns go-redis's retries off"},
+		{"redis+sentinel://127.0.0.1:26379/m?min_retry_backoff=8ms", "parameter min_retry_backoff=\"8ms\": the store turns go-redis's retries off"},
+		// valkey-go reads a write_timeout of 0 as its own default (10s),
+		// and a negative one as none.
+		{"valkey://127.0.0.1:1?write_timeout=-1s", `parameter write_timeout="-1s" must be positive`},
+		{"valkey://127.0.0.1:1?write_timeout=0s", `parameter write_timeout="0s" must be positive`},
 		{"redis+sentinel://127.0.0.1:26379/m?replica_only=true", "the store turns it off"},
 		{"redis+sentinel://127.0.0.1:26379/m?route_randomly=true", "the store turns it off"},
 		{"redis+cluster://127.0.0.1:7000?skip_verify=true", "parameter skip_verify is for rediss+cluster:// (TLS) only"},
@@ -343,7 +352,7 @@ func TestOpenTakesWellFormedParameters(t *testing.T) {
 		"redis+sentinel://127.0.0.1:26379/m/3?protocol=2",
 		"rediss://127.0.0.1:6379?skip_verify=true",
 		"rediss+cluster://127.0.0.1:7000?skip_verify=true",
-		"redis+cluster://127.0.0.1:7000?read_only=false&max_redirects=-1",
+		"redis+cluster://127.0.0.1:7000?read_only=false&max_redirects=-1&max_retries=-1",
 	} {
 		b, err := storeurl.Open(u)
 		if err != nil {
@@ -488,7 +497,7 @@ func TestUnreachableValkeyIsNotABadURL(t *testing.T) {
 	// A port nothing listens on: 1 is privileged and unused on loopback.
 	for _, u := range []string{
 		"valkey://127.0.0.1:1?dial_timeout=200ms",
-		"valkey://127.0.0.1:1/2147483647?dial_timeout=200ms&protocol=2&write_timeout=-1s",
+		"valkey://127.0.0.1:1/2147483647?dial_timeout=200ms&protocol=2&write_timeout=3s",
 		"valkeys://127.0.0.1:1?dial_timeout=200ms&skip_verify=true&protocol=3",
 		"valkey://127.0.0.1:1/?db=3&dial_timeout=200ms",
 	} {
