@@ -20,6 +20,9 @@ import (
 // A URL without "://" (a scheme left out or mistyped: "u:pw@host",
 // "redis:/u:pw@host") is not one, but what comes before its last '@' that
 // a host follows may still be a password: Mask masks it from its first ':'.
+// A URL with no '@' whose first host's port is no number and holds a host
+// ("redis://u:pw.127.0.0.1:6379": the '@' left out) is masked from that
+// ':' to the end of its hosts.
 //
 // The last '@' outside a query's value ends the user information when it
 // lies further than that (a user with an '@', an email, and a host that
@@ -27,7 +30,7 @@ import (
 // result is masked too.
 func Mask(raw string) string {
 	out := raw
-	if i, j, ok := bounds(raw, false); ok {
+	if i, j, ok := maskBounds(raw, false); ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
 			out = raw[:i+c] + ":xxxxx" + raw[j:]
 		}
@@ -64,6 +67,43 @@ func bounds(raw string, values bool) (i, j int, ok bool) {
 	}
 }
 
+// maskBounds is bounds, or, in a URL with no '@' at all, those of a user
+// information whose '@' was left out (missingAt).
+func maskBounds(raw string, values bool) (i, j int, ok bool) {
+	if i, j, ok = bounds(raw, values); ok {
+		return i, j, ok
+	}
+	return missingAt(raw)
+}
+
+// missingAt returns the bounds of the authority of raw (to its first '/'
+// or '?') when it has no '@' and what follows its first ':' is no port,
+// nor what may be the rest of an IPv6 address left out of brackets, and
+// holds a '.', ':' or '#', as a host after a password does: the '@' of
+// "user:password@host" left out ("redis://u:pw.127.0.0.1:6379"), and all
+// of the authority after the ':' may be the password's. A bad port with
+// none of them ("127.0.0.1:http") is left as it is.
+func missingAt(raw string) (i, j int, ok bool) {
+	s := strings.Index(raw, "://")
+	if s < 0 {
+		return 0, 0, false
+	}
+	i, j = s+len("://"), len(raw)
+	if k := strings.IndexAny(raw[i:], "/?"); k >= 0 {
+		j = i + k
+	}
+	auth := raw[i:j]
+	if strings.HasPrefix(auth, "[") || strings.Contains(auth, "@") {
+		return 0, 0, false
+	}
+	first, _, _ := strings.Cut(auth, ",")
+	_, port, found := strings.Cut(first, ":")
+	if !found || strings.Trim(port, "0123456789abcdefABCDEF:") == "" || !strings.ContainsAny(port, ".:#") {
+		return 0, 0, false
+	}
+	return i, j, true
+}
+
 // broken reports whether raw does not parse as a URL (a host list read as
 // storeurl reads it), or parses with no host.
 func broken(raw string) bool {
@@ -91,7 +131,7 @@ func Secrets(raw string) []string {
 			rest[k] = ' '
 		}
 	}
-	if i, j, ok := bounds(raw, true); ok {
+	if i, j, ok := maskBounds(raw, true); ok {
 		if c := strings.IndexByte(raw[i:j], ':'); c >= 0 {
 			blank(i+c+1, j)
 		}

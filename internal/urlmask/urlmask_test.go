@@ -47,6 +47,19 @@ func TestMask(t *testing.T) {
 		{"redis://me@x.com:2024/pw99@ 127.0.0.1:6379", "redis://me@x.com:xxxxx@ 127.0.0.1:6379"},
 		// A second '?' starts no query, but a password after it is masked.
 		{"redis://h:1/m?x=1?password=pw", "redis://h:1/m?x=1?password=xxxxx"},
+		// No '@' at all, where a host's port is no number: the '@' left
+		// out of "user:password@host", and the rest of the authority may
+		// be the password's.
+		{"redis://user:PASS.127.0.0.1:6379", "redis://user:xxxxx"},
+		{"redis://user:PASS#host:6379/0?x=1", "redis://user:xxxxx/0?x=1"},
+		{"redis+cluster://u:PASS.h1:1,h2:2", "redis+cluster://u:xxxxx"},
+		{"redis://:SECRETPW127.0.0.1:6379", "redis://:xxxxx"},
+		// A port, or what may be an IPv6 address left out of its brackets,
+		// is no password.
+		{"redis://h1:6379,h2:6380", "redis://h1:6379,h2:6380"},
+		{"redis://::1:6379", "redis://::1:6379"},
+		{"redis://[::1]:6379", "redis://[::1]:6379"},
+		{"redis://127.0.0.1:http", "redis://127.0.0.1:http"},
 	} {
 		if got := Mask(c.raw); got != c.want {
 			t.Errorf("Mask(%q) = %q, want %q", c.raw, got, c.want)
@@ -87,6 +100,8 @@ func TestScrub(t *testing.T) {
 		{`invalid port ":s3cr3t" after host`, "redis://u:s3cr3t?a=b@ 127.0.0.1:6379", `invalid port ":xxxxx" after host`},
 		{"parameter s3cr3t has no value", "redis://h?password=ab&s3cr3t", "parameter xxxxx has no value"},
 		{`memory takes no path, got "/u:s3cr3t@h"`, "memory:/u:s3cr3t@h", `memory takes no path, got "xxxxx@h"`},
+		{`bad host "user:PASS.127.0.0.1:6379": an IPv6 address goes in brackets`, "redis://user:PASS.127.0.0.1:6379", `bad host "user:xxxxx": an IPv6 address goes in brackets`},
+		{`not a URL: invalid port ":SECRET" after host`, "redis://user:SECRET#myhost:6379", `not a URL: invalid port ":xxxxx" after host`},
 		// Pieces under 4 bytes are left: they would clear the message.
 		{"no host", "redis://u:no@", "no host"},
 	} {
