@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -29,8 +30,9 @@ writing Go, and prints a pass/fail table per algorithm and path ("script" is
 the Lua twin run by a Redis or Valkey server, "generic" the read-modify-write
 every store has). It writes keys under the prefix sluice-conformance, for
 identities of its own (the check's name and a random suffix), and deletes them
-at the end when the store can delete, also when --timeout cuts the suite short
-(in the time --timeout leaves: it says how many it could not).`
+at the end when the store can delete, also when --timeout or Ctrl-C cuts the
+suite short (in the time --timeout leaves, or a moment after Ctrl-C: it says
+how many it could not).`
 
 // childEnv carries the store to a re-executed copy of this binary, which runs
 // the suite under package testing (the suite reports through *testing.T).
@@ -140,6 +142,29 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *verbose {
 		_, _ = stdout.Write(out.Bytes())
 	}
+	if interrupted(ctx, runErr) {
+		// Ctrl-C: the suite's process got the signal too, or was ended by
+		// the command, and ran none of its cleanups.
+		if len(results) > 0 {
+			printTable(stdout, results)
+		}
+		finished, running := interruptedAt(out.Bytes())
+		msg := fmt.Sprintf("%d of the suite's checks had finished", finished)
+		if running != "" {
+			msg += ", and " + running + " was still running"
+		}
+		if keys := readKeyLog(keyFile.Name()); len(keys) > 0 {
+			// The keys it noted are deleted here, in the moment the
+			// interrupt leaves the command.
+			cctx, cancelClean := context.WithTimeout(context.WithoutCancel(ctx), dialTimeout)
+			left, _ := lost(cctx, *spec, keys)
+			cancelClean()
+			if left > 0 {
+				msg += "; " + keysLeft(left)
+			}
+		}
+		return interruptedError{msg}
+	}
 	timedOut := bytes.Contains(out.Bytes(), []byte("panic: test timed out after")) || // its own -test.timeout
 		!time.Now().Before(deadline.Add(-reserve)) && ctx.Err() == nil // its deadline passed before the suite could say so
 	if runErr != nil && timedOut {
@@ -206,6 +231,48 @@ func lost(ctx context.Context, spec string, keys []store.Key) (int, error) {
 		return len(keys), unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone.err)}
 	}
 	return len(keys), nil
+}
+
+// interrupted reports whether Ctrl-C ended the suite: the command's
+// context is done, or the suite's process died of SIGINT, which reaches it
+// first when a terminal sends it to both.
+func interrupted(ctx context.Context, runErr error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	var ee *exec.ExitError
+	if !errors.As(runErr, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGINT
+}
+
+// interruptedAt reads the output of a suite that an interrupt ended: how
+// many checks had finished, and the check that was running, or "" when the
+// output does not say. Package testing lists no running test then, but the
+// suite runs one check at a time (conformance.Run uses no t.Parallel): the
+// last to start was the one running.
+func interruptedAt(out []byte) (finished int, running string) {
+	finished, _ = cutShort(out)
+	last := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "=== RUN   "); ok {
+			last = strings.TrimSpace(name)
+		}
+	}
+	if last == "" {
+		return finished, ""
+	}
+	// cutShort counted it: with no list of running tests, every test
+	// started with none started below it had finished.
+	finished--
+	if name, ok := strings.CutPrefix(last, "TestConformance/"); ok {
+		return finished, name
+	}
+	return finished, ""
 }
 
 // keysLeft says that up to n keys of a run cut short may be left: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/nethttp"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/store"
 )
 
 const demoSynopsis = `Shows one limit held across a fleet. Part one: for each algorithm, 200
@@ -39,7 +41,7 @@ no server installed.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", demoSynopsis, stdout)
-	store := fs.String("store", "embedded", "store: embedded, memory, redis://…, valkey://…, memcache://…")
+	spec := fs.String("store", "embedded", "store: embedded, memory, redis://…, valkey://…, memcache://…")
 	requests := fs.Int("requests", 200, "concurrent requests in each burst")
 	limit := fs.Int64("limit", 25, "units per window (at least 3: every algorithm is to admit a whole limit again a window after a burst)")
 	window := fs.Duration("window", 2*time.Second, "window length")
@@ -72,7 +74,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if _, leaser := alg.(core.Leaser); err != nil || leaser {
 		return usagef("--http-algorithm %q: want a rate algorithm (%s)", *httpAlg, strings.Join(rateAlgorithmNames(), ", "))
 	}
-	b, err := openBackend(ctx, *store)
+	b, err := openBackend(ctx, *spec)
 	if err != nil {
 		return err
 	}
@@ -83,28 +85,59 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer ms.stop()
 	d := &demo{b: b, p: p, requests: *requests, prefix: "sluice-demo-" + randomHex(4), out: stdout, observer: ms.observer()}
-	fmt.Fprintf(stdout, "store: %s\npolicy: %s\n\n", b.Name, p)
+	return d.run(ctx, *spec, alg)
+}
 
+// run runs the demo's three parts against the store of spec and gives the
+// verdict. A part in which the store failed a decision ends the demo: no
+// count after it would be the algorithms'.
+func (d *demo) run(ctx context.Context, spec string, alg core.Algorithm) error {
+	fmt.Fprintf(d.out, "store: %s\npolicy: %s\n\n", d.b.Name, d.p)
 	ok, err := d.algorithms(ctx)
-	if err != nil {
+	if err := d.verdictOnStore(ctx, spec, err); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(d.out)
 	httpOK, resume, err := d.http(ctx, alg)
-	if err != nil {
+	if err := d.verdictOnStore(ctx, spec, err); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(d.out)
 	tiersOK, err := d.tiers(ctx)
-	if err != nil {
+	if err := d.verdictOnStore(ctx, spec, err); err != nil {
 		return err
 	}
 	if !ok || !httpOK || !resume || !tiersOK {
-		fmt.Fprintln(stdout, "\nFAIL: a count was not what the algorithm promises (see above)")
+		fmt.Fprintln(d.out, "\nFAIL: a count was not what the algorithm promises (see above)")
 		return errFailed
 	}
-	fmt.Fprintln(stdout, "\nOK: every algorithm kept its promise, the fleet admitted exactly the limit, and admission resumed after the window.")
+	fmt.Fprintln(d.out, "\nOK: every algorithm kept its promise, the fleet admitted exactly the limit, and admission resumed after the window.")
 	return nil
+}
+
+// verdictOnStore ends the demo after a part that returned err or in which
+// the store failed a decision, and returns nil to go on. A store that no
+// longer answers is unreachable (exit 3), as for conformance; one that
+// answers refused the decisions (a replica's READONLY, an ACL's NOPERM),
+// and the demo failed (exit 1). Either way no algorithm is blamed: the
+// counts were not its to make, unless one admitted too many.
+func (d *demo) verdictOnStore(ctx context.Context, spec string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // interrupted: its store errors are the interrupt's
+	}
+	storeErr := d.storeFailure()
+	if storeErr == nil || d.overAdmitted {
+		return err // too many admitted is the algorithms' failure, store or not
+	}
+	b, perr := openBackend(ctx, spec)
+	var gone unreachableError
+	if errors.As(perr, &gone) {
+		return unreachableError{fmt.Errorf("the store stopped answering during the demo, so its counts say nothing of the algorithms: %w", storeErr)}
+	}
+	if perr == nil {
+		b.Close()
+	}
+	return fmt.Errorf("the store failed the demo's decisions, so its counts say nothing of the algorithms: %w", storeErr)
 }
 
 type demo struct {
@@ -115,6 +148,39 @@ type demo struct {
 	out      io.Writer
 	closers  []func()
 	observer func(core.Event) // --metrics, or nil
+
+	mu           sync.Mutex
+	storeErr     error // the first decision the store failed
+	overAdmitted bool  // a count above its bound: the algorithms failed
+}
+
+// observe hears every decision of the demo's Limiters: it notes a store
+// error, then passes the event on to --metrics.
+func (d *demo) observe(e core.Event) {
+	d.noteStoreError(e.Err)
+	if d.observer != nil {
+		d.observer(e)
+	}
+}
+
+// noteStoreError keeps the first error that says the store could not
+// decide. Errors of the demo's own making are no store's.
+func (d *demo) noteStoreError(err error) {
+	if !errors.Is(err, store.ErrUnavailable) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.storeErr == nil {
+		d.storeErr = err
+	}
+}
+
+// storeFailure is the first decision the store failed, or nil.
+func (d *demo) storeFailure() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.storeErr
 }
 
 // limiter returns a Limiter with a store client of its own: one instance of
@@ -125,7 +191,7 @@ func (d *demo) limiter(alg core.Algorithm) (*core.Limiter, error) {
 		return nil, err
 	}
 	d.closers = append(d.closers, closeStore)
-	return core.New(core.Config{Policy: d.p, Algorithm: alg, Store: s, Prefix: d.prefix + ":" + alg.Name(), Timeout: 5 * time.Second, Observer: d.observer})
+	return core.New(core.Config{Policy: d.p, Algorithm: alg, Store: s, Prefix: d.prefix + ":" + alg.Name(), Timeout: 5 * time.Second, Observer: d.observe})
 }
 
 func (d *demo) close() {
@@ -266,7 +332,17 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 	for _, bu := range bursts {
 		quota := bu.limiters[0].Quota()
 		lo, hi, note := bu.bound(d.p, quota, d.requests)
-		if bu.errors > 0 || bu.admitted < lo || bu.admitted > hi {
+		switch {
+		case bu.admitted > hi:
+			// Too many is the algorithm's, whatever else failed.
+			ok = false
+			d.overAdmitted = true
+			note = fmt.Sprintf("WRONG: want %d..%d (%s); %d errors, first: %v", lo, hi, note, bu.errors, bu.firstErr)
+		case errors.Is(bu.firstErr, store.ErrUnavailable):
+			// The store's failure, not the algorithm's count.
+			ok = false
+			note = fmt.Sprintf("the store failed %d of %d checks, first: %v", bu.errors, d.requests, bu.firstErr)
+		case bu.errors > 0 || bu.admitted < lo:
 			ok = false
 			note = fmt.Sprintf("WRONG: want %d..%d (%s); %d errors, first: %v", lo, hi, note, bu.errors, bu.firstErr)
 		}
@@ -300,7 +376,12 @@ func (d *demo) algorithms(ctx context.Context) (bool, error) {
 		} else {
 			dec, err = bu.limiters[1].Allow(ctx, "client-1")
 		}
-		if err != nil || !dec.Allowed {
+		switch {
+		case errors.Is(err, store.ErrUnavailable):
+			ok = false
+			resumed = append(resumed, fmt.Sprintf("%s: no decision, the store failed: %v", bu.alg.Name(), err))
+			continue
+		case err != nil || !dec.Allowed:
 			ok = false
 			resumed = append(resumed, fmt.Sprintf("%s: NOT admitted (%v)", bu.alg.Name(), err))
 			continue
@@ -392,7 +473,7 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 	var sample http.Header
 	var sampleAt time.Time
 	var sampleMu sync.Mutex
-	var failures atomic.Int64
+	var failures, unavailable atomic.Int64
 	var wg sync.WaitGroup
 	for i := range d.requests {
 		in := insts[i%len(insts)]
@@ -412,6 +493,8 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 					sample, sampleAt = resp.Header, time.Now()
 				}
 				sampleMu.Unlock()
+			case http.StatusServiceUnavailable:
+				unavailable.Add(1) // the store could not decide
 			default:
 				failures.Add(1)
 			}
@@ -432,9 +515,15 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 	// bucket's queue is deeper than its burst.
 	bu := &burst{alg: alg, start: start, end: time.Now()}
 	lo, hi, why := bu.bound(d.p, alg.Quota(&d.p), d.requests)
-	ok = total >= lo && total <= hi && failures.Load() == 0
-	if total < lo || total > hi {
+	ok = total >= lo && total <= hi && failures.Load() == 0 && unavailable.Load() == 0
+	// Requests the store could not decide were not admitted: too few is
+	// then no count of the algorithm's.
+	d.overAdmitted = d.overAdmitted || total > hi
+	if total > hi || total < lo && unavailable.Load() == 0 {
 		fmt.Fprintf(d.out, "WRONG: want %d..%d (%s)\n", lo, hi, why)
+	}
+	if unavailable.Load() > 0 {
+		fmt.Fprintf(d.out, "%d requests were answered 503 Service Unavailable: the store could not decide\n", unavailable.Load())
 	}
 	if failures.Load() > 0 {
 		fmt.Fprintf(d.out, "%d requests failed outright\n", failures.Load())
@@ -502,6 +591,10 @@ func (d *demo) http(ctx context.Context, alg core.Algorithm) (ok, resumed bool, 
 			}
 		}
 		resumed = false
+		if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+			fmt.Fprintf(d.out, "  %s %s: %s: the store could not decide\n", in.name, after, status)
+			continue
+		}
 		fmt.Fprintf(d.out, "  %s %s: %s (want 200)\n", in.name, after, status)
 	}
 	return ok, resumed, nil

@@ -46,7 +46,8 @@ func (d *demo) tiers(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	m, err := core.NewMulti(core.MultiConfig{Name: "api", Store: s, Prefix: d.prefix + ":tiers", Timeout: 5 * time.Second})
+	m, err := core.NewMulti(core.MultiConfig{Name: "api", Store: s, Prefix: d.prefix + ":tiers", Timeout: 5 * time.Second,
+		Observer: func(e core.Event) { d.noteStoreError(e.Err) }})
 	if err != nil {
 		return false, err
 	}
@@ -79,6 +80,11 @@ func (d *demo) tiers(ctx context.Context) (bool, error) {
 	fmt.Fprintf(d.out, "  %d %s\n", last.Code, http.StatusText(last.Code))
 	for _, h := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
 		fmt.Fprintf(d.out, "  %s: %s\n", h, strings.Join(last.Header().Values(h), ", "))
+	}
+	if last.Code == http.StatusServiceUnavailable {
+		// No limit refused it: the store could not decide.
+		fmt.Fprintln(d.out, "  the store could not decide: no limit refused the request")
+		return false, nil
 	}
 	ra := last.Header().Get("Retry-After")
 	now := time.Now().In(zone)

@@ -11,8 +11,9 @@
 //
 // Exit codes: 0 success; 1 the job ran and failed (a conformance check, a
 // demo that admitted the wrong count); 2 bad usage (unknown flag, bad URL,
-// unknown algorithm); 3 the store could not be reached (for conformance,
-// also a store that stopped answering during the suite).
+// unknown algorithm); 3 the store could not be reached (for conformance and
+// demo, also a store that stopped answering during the run); 130
+// interrupted (Ctrl-C), as a shell reports a command that SIGINT ended.
 package main
 
 import (
@@ -32,6 +33,7 @@ const (
 	exitFailed      = 1
 	exitUsage       = 2
 	exitUnreachable = 3
+	exitInterrupted = 130 // 128 + SIGINT, as a shell reports it
 )
 
 // usageError is bad input from the command line: exit 2. usage, when set,
@@ -47,6 +49,12 @@ type unreachableError struct{ err error }
 
 func (e unreachableError) Error() string { return e.err.Error() }
 func (e unreachableError) Unwrap() error { return e.err }
+
+// interruptedError is a job that Ctrl-C (SIGINT) stopped, and what it had
+// done: exit 130.
+type interruptedError struct{ msg string }
+
+func (e interruptedError) Error() string { return "interrupted: " + e.msg }
 
 // failedError is a job that ran and failed: exit 1, message already printed.
 var errFailed = errors.New("failed")
@@ -103,6 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		var ue usageError
 		var ce unreachableError
+		var ie interruptedError
 		switch {
 		case errors.As(err, &ue) && ue.usage != "":
 			fmt.Fprintf(stderr, "sluice %s: %v\n\n%s", c.name, err, ue.usage)
@@ -110,6 +119,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice %s --help' for usage.\n", c.name, err, c.name)
 			return exitUsage
+		case errors.As(err, &ie):
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+			return exitInterrupted
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			// Ctrl-C, which the command's context carries.
+			fmt.Fprintf(stderr, "sluice %s: interrupted\n", c.name)
+			return exitInterrupted
 		case errors.As(err, &ce):
 			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
 			return exitUnreachable
@@ -150,7 +166,7 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nStores (--store): memory (or memory://?max_keys=...), redis://host:port[/db],")
 	fmt.Fprintln(w, "redis://h1:p1,h2:p2 (cluster), redis+sentinel://host:port[,host:port...]/master,")
 	fmt.Fprintln(w, "valkey://host:port[,host:port...], memcache://host:port[,host:port...]")
-	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable.")
+	fmt.Fprintln(w, "\nExit codes: 0 ok, 1 failed, 2 bad usage, 3 store unreachable, 130 interrupted.")
 }
 
 // given reports whether the command line set the flag called name.
