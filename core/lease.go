@@ -107,16 +107,16 @@ func (l *Limiter) failAcquire(ctx context.Context, identity string, err error) (
 	if gone {
 		return nil, Decision{}, err
 	}
-	switch l.cfg.Failure {
-	case FailOpen:
-		return &Lease{l: l, degraded: true}, Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
-	case FailFallback:
+	if l.cfg.Failure == FailFallback {
 		lease, d, ferr := l.cfg.Fallback.Acquire(ctx, identity)
-		if ferr != nil {
-			return nil, Decision{}, errors.Join(err, ferr)
+		if ferr == nil {
+			d.Degraded = true
+			return lease, d, nil
 		}
-		d.Degraded = true
-		return lease, d, nil
+		err = errors.Join(err, ferr)
+	}
+	if l.failsOpen() {
+		return &Lease{l: l, degraded: true}, Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
 	}
 	return nil, Decision{}, err
 }

@@ -159,8 +159,9 @@ type Config struct {
 	// and safe for concurrent use.
 	Observer func(Event)
 	// Shadow decides and reports but never refuses: a refusal is returned
-	// as an admission and the Observer hears it with Event.Shadowed (see
-	// shadow.go). For the dark launch of a new limit.
+	// as an admission and the Observer hears it with Event.Shadowed, and a
+	// store failure the failure policy would return is a degraded
+	// admission (see shadow.go). For the dark launch of a new limit.
 	Shadow bool
 	// NoScript forces the generic read-modify-write path even when the
 	// store and algorithm could run a script.
@@ -546,10 +547,7 @@ func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error)
 	if gone {
 		return Decision{}, err
 	}
-	switch l.cfg.Failure {
-	case FailOpen:
-		return Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
-	case FailFallback:
+	if l.cfg.Failure == FailFallback {
 		if q := l.cfg.Fallback.Quota(); n > q {
 			// Within this limiter's quota but not the fallback's: the
 			// fallback could never admit it, which is a refusal (with
@@ -557,14 +555,23 @@ func (l *Limiter) fail(ctx context.Context, identity string, n int64, err error)
 			return Decision{Limit: q, Degraded: true}, nil
 		}
 		d, ferr := l.cfg.Fallback.AllowN(ctx, identity, n)
-		if ferr != nil {
-			return Decision{}, errors.Join(err, ferr)
+		if ferr == nil {
+			d.Degraded = true
+			return d, nil
 		}
-		d.Degraded = true
-		return d, nil
+		err = errors.Join(err, ferr)
+	}
+	if l.failsOpen() {
+		return Decision{Allowed: true, Limit: l.quota, Degraded: true}, nil
 	}
 	return Decision{}, err
 }
+
+// failsOpen reports whether a store failure that the failure policy leaves
+// an error admits instead: under FailOpen, and in shadow mode, whose limit
+// never refuses and must not make its store a dependency of the requests
+// it watches (see shadow.go).
+func (l *Limiter) failsOpen() bool { return l.cfg.Failure == FailOpen || l.cfg.Shadow }
 
 // do runs one operation on the store, with the deadline.
 func (l *Limiter) do(ctx context.Context, key store.Key, op int64, n int64, lease uint64) (Decision, error) {

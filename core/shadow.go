@@ -20,10 +20,13 @@ package core
 // Nor does it shape: an admission the store queued (a leaky bucket's
 // Delay) is returned with no Delay, so that no door waits for it.
 //
-// Shadow mode changes refusals and delays only: a store error under
-// FailClosed is still an error, and the failure policy's decisions are
-// shadowed like the store's (a fallback's refusal is admitted, Degraded
-// and Shadowed).
+// Nor does its store's failure refuse: a store error that the failure
+// policy would return (FailClosed, or a fallback that failed too) is an
+// admission, Degraded, as under FailOpen, and the Observer hears the
+// error: a dark launch must not make its store a dependency of the
+// requests it watches. The failure policy's decisions are shadowed like
+// the store's (a fallback's refusal is admitted, Degraded and Shadowed).
+// An input error, and the end of the caller's context, are still errors.
 
 // shadowAdmission is what a shadow limiter returns for the refusal d.
 func shadowAdmission(d Decision) Decision {

@@ -85,8 +85,8 @@ func TestShadowOffRefuses(t *testing.T) {
 	}
 }
 
-// A fallback's refusal is shadowed too; a store error under fail closed is
-// still an error (shadow mode changes refusals, not the failure policy).
+// A fallback's refusal is shadowed too, and so is a store error that the
+// failure policy would return.
 func TestShadowFailure(t *testing.T) {
 	ctx := context.Background()
 	boom := &store.Error{Op: "update", Err: errors.New("down")}
@@ -102,9 +102,40 @@ func TestShadowFailure(t *testing.T) {
 	if es := rec.all(); len(es) != 2 || es[0].Shadowed || !es[1].Shadowed || !errors.Is(es[1].Err, boom) {
 		t.Fatalf("events %+v; want the second shadowed, with the store's error", es)
 	}
+	// A shadow limit never refuses, nor makes its store a dependency of
+	// the requests it watches: a store error under fail closed, and a
+	// fallback that fails too, admit, degraded, and the Observer hears the
+	// store's error.
+	for _, cfg := range []Config{
+		{Store: &mapStore{err: boom}, Shadow: true},
+		{Store: &mapStore{err: boom}, Shadow: true, Failure: FailFallback, Fallback: newTestLimiter(t, Config{Store: &mapStore{err: boom}})},
+		{Store: &mapStore{err: boom}, Shadow: true, Algorithm: slots{}, Policy: Policy{Name: "c", Limit: 1, Window: time.Second}},
+	} {
+		var rec events
+		cfg.Observer = rec.observe
+		l = newTestLimiter(t, cfg)
+		var d Decision
+		var err error
+		if _, ok := cfg.Algorithm.(slots); ok {
+			var ls *Lease
+			ls, d, err = l.Acquire(ctx, "k")
+			if err == nil && (ls == nil || ls.Release(ctx) != nil) {
+				t.Fatalf("shadow Acquire on a failed store: lease %v; want one whose Release does nothing", ls)
+			}
+		} else {
+			d, err = l.Allow(ctx, "k")
+		}
+		if err != nil || !d.Allowed || !d.Degraded {
+			t.Fatalf("failure %v in shadow mode: %+v, %v; want a degraded admission", cfg.Failure, d, err)
+		}
+		if es := rec.all(); len(es) == 0 || !errors.Is(es[0].Err, boom) {
+			t.Fatalf("failure %v in shadow mode: events %+v; want the store's error heard", cfg.Failure, es)
+		}
+	}
+	// An input error is still an error.
 	l = newTestLimiter(t, Config{Store: &mapStore{err: boom}, Shadow: true})
-	if _, err := l.Allow(ctx, "k"); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("fail closed in shadow mode: err = %v; want ErrUnavailable", err)
+	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("an empty identity in shadow mode: %v; want ErrInvalidInput", err)
 	}
 }
 

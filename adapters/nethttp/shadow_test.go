@@ -128,3 +128,21 @@ func TestShadowLayerCostAboveQuota(t *testing.T) {
 		}
 	}
 }
+
+// A shadow layer whose store is down lets the request through: its limit
+// never refuses, and a dark launch must not make its store a dependency
+// of the requests it watches (the default FailClosed included).
+func TestShadowLayerOnAStoreThatIsDown(t *testing.T) {
+	dark, err := core.New(core.Config{Policy: core.Policy{Name: "dark", Limit: 1, Window: time.Minute}, Algorithm: algorithm.GCRA{}, Store: downStore{}, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Middleware(testPolicy(t, Config{Layers: []Layer{{Limiter: dark}}}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i := range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d through a shadow layer on a store that is down: %d %s; want 200", i, w.Code, w.Body)
+		}
+	}
+}
