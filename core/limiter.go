@@ -139,7 +139,9 @@ type Config struct {
 	// Fallback decides when Failure is FailFallback. It should not share the
 	// failing store: a memory limiter is the usual choice. Its decisions are
 	// marked Degraded; a cost above its Quota (yet within this limiter's) is
-	// a degraded refusal.
+	// a degraded refusal. This limiter's Observer hears them, Degraded: give
+	// the fallback no Observer of its own, or each is counted twice
+	// (guard.FleetFallback leaves it out).
 	Fallback *Limiter
 	// DenyCache, when set, holds the store's refusals in process and
 	// refuses the same identity again without a store call until their
@@ -153,7 +155,8 @@ type Config struct {
 	// Ignored over an InProcess store. A refusal it makes carries this
 	// limiter's Limit, but Remaining 0 and the pre-filter's own RetryAfter
 	// and ResetAfter: the store, which holds the global count, was not
-	// asked.
+	// asked. As for Fallback, give it no Observer of its own (this
+	// limiter reports its refusals, PreFiltered).
 	PreFilter *Limiter
 	// Observer, when set, is called after every decision. It must be fast
 	// and safe for concurrent use.

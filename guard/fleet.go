@@ -331,7 +331,9 @@ func (b *beat) Apply(state []byte) ([]byte, time.Duration) {
 // quota and a RetryAfter of one Window (a smaller fleet may admit it).
 //
 // Rate algorithms only: a concurrency fallback would need leases counted
-// across the fleet.
+// across the fleet. cfg.Observer is left out: the limiter it stands in for
+// reports its decisions, Degraded, so that a Config shared by both counts
+// each once.
 func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
 	if fleet == nil || fleet.id == 0 {
 		return nil, errors.New("sluice: FleetFallback needs a Fleet made by NewFleet")
@@ -349,8 +351,12 @@ func FleetFallback(cfg core.Config, fleet *Fleet) (*core.Limiter, error) {
 }
 
 // scaledLimiter returns a limiter over cfg whose policy is k/N of cfg's,
-// N the fleet's size at each decision.
+// N the fleet's size at each decision. It has no Observer: it decides for
+// another limiter, which reports its decisions (Degraded, PreFiltered), so
+// that a Config shared by both, Observer and all, counts each decision
+// once.
 func scaledLimiter(cfg core.Config, fleet *Fleet, k int64) (*core.Limiter, error) {
+	cfg.Observer = nil
 	s := &scaled{alg: cfg.Algorithm, fleet: fleet, k: k}
 	if c, ok := cfg.Algorithm.(core.Clamper); ok {
 		cfg.Algorithm = &scaledClamper{scaled: s, c: c}
@@ -395,7 +401,9 @@ const maxHeadroom = 1 << 20
 //
 // As with FleetFallback, the limiter's Quota is cfg's, and a call for more
 // units than the current share's quota is refused with Decision.Limit that
-// quota, which Config.PreFilter reads as the store's to decide.
+// quota, which Config.PreFilter reads as the store's to decide; and
+// cfg.Observer is left out (the limiter it filters for reports its
+// refusals, PreFiltered).
 //
 // Rate algorithms only.
 func PreFilter(cfg core.Config, fleet *Fleet, headroom int) (*core.Limiter, error) {

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,4 +353,40 @@ func TestFleetCountDoesNotFallOnTheFirstBeatAfterAnOutage(t *testing.T) {
 	}
 	// Once a has beaten for Expiry, its count is the fleet's again.
 	waitSize(t, a, 1)
+}
+
+// The limiters FleetFallback and PreFilter build decide for another
+// limiter, which reports their decisions (Degraded, PreFiltered): built
+// from one Config with one Observer, as a process shares one, each
+// decision is heard once, not twice.
+func TestFleetLimitersAreNotObservedTwice(t *testing.T) {
+	mem := memory.New(nil)
+	t.Cleanup(func() { _ = mem.Close() })
+	f := newFleet(t, &guard.FleetOptions{Size: 1})
+	var heard atomic.Int64
+	cfg := core.Config{Policy: core.PerMinute("api", 100), Algorithm: algorithm.FixedWindow{}, Store: mem, Observer: func(core.Event) { heard.Add(1) }}
+	fb, err := guard.FleetFallback(cfg, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := guard.PreFilter(cfg, f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := newFlaky()
+	down.set(errDown)
+	primary := cfg
+	primary.Store, primary.Failure, primary.Fallback, primary.PreFilter = down, core.FailFallback, fb, pf
+	l, err := core.New(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if d, err := l.Allow(context.Background(), "a"); err != nil || !d.Allowed || !d.Degraded {
+			t.Fatalf("%+v, %v; want the fallback's admission", d, err)
+		}
+	}
+	if n := heard.Load(); n != 10 {
+		t.Fatalf("10 decisions, %d events heard; want 10", n)
+	}
 }
