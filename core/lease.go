@@ -65,7 +65,7 @@ func (ls *Lease) ID() uint64 { return ls.id }
 // answer, a fresh connection's handshake included, takes longer than the
 // deadline: the last attempt may begin a deadline before the window's
 // end. The Observer hears one "release" event for it, with the last
-// attempt's error.
+// attempt's error, and the time of that attempt's store call.
 func (l *Limiter) Acquire(ctx context.Context, identity string) (*Lease, Decision, error) {
 	if l.leaser == nil {
 		if !l.made() {
@@ -188,9 +188,9 @@ const (
 // connection's handshake is answered; and, when the store refuses it at
 // once (a server down refuses the dial), tries again every half to whole
 // deadline, the last time once end has come, each try under a deadline of
-// at least one deadline but none past a deadline after end. It returns the
-// last try's error.
-func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration, end time.Time) error {
+// at least one deadline but none past a deadline after end. It returns how
+// long the last try's store call took, and its error.
+func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration, end time.Time) (time.Duration, error) {
 	for {
 		began := time.Now()
 		ctx, cancel := context.WithDeadline(context.Background(), orphanDeadline(began, end, wait))
@@ -201,7 +201,7 @@ func (l *Limiter) lastOrphanRelease(key store.Key, id uint64, wait time.Duration
 		// retries (go-redis dials again after a refusal) while the store
 		// came back.
 		if err == nil || !began.Before(end) {
-			return err
+			return time.Since(began), err
 		}
 		if left := time.Until(end); left > 0 {
 			time.Sleep(min(wait/2+rand.N(wait/2+1), left))
@@ -237,9 +237,9 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 	orphansRunning.Add(1)
 	go func() {
 		defer orphansRunning.Add(-1)
-		start := time.Now()
-		end := start.Add(orphanWindow * wait)
+		end := time.Now().Add(orphanWindow * wait)
 		var err error
+		var dur time.Duration // of the last store call: the event's Duration
 		for attempt := range orphanAttempts {
 			if attempt == 0 {
 				// A store may still send the Acquire until its deadline's
@@ -254,13 +254,15 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 				time.Sleep(b/2 + rand.N(b/2+1))
 			}
 			if attempt == orphanAttempts-1 {
-				err = l.lastOrphanRelease(key, id, wait, end)
+				dur, err = l.lastOrphanRelease(key, id, wait, end)
 				break
 			}
+			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			var d Decision
 			d, err = l.call(ctx, key, store.OpRelease, 1, id)
 			cancel()
+			dur = time.Since(began)
 			if err == nil && d.Allowed {
 				break // released
 			}
@@ -273,7 +275,7 @@ func (l *Limiter) releaseOrphan(key store.Key, id uint64) {
 			if err != nil && !errors.Is(err, ErrUnavailable) {
 				err = &store.Error{Op: "release", Err: err}
 			}
-			l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: time.Since(start)})
+			l.cfg.Observer(Event{Policy: l.p.Name, Op: "release", Err: err, Duration: dur})
 		}
 	}()
 }

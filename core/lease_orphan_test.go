@@ -305,3 +305,35 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	}
 	ls.Release(ctx)
 }
+
+// The background release's event says how long its last store call took,
+// as Event.Duration does for every event, not how long the attempts took
+// together: a store that refuses at once for many deadlines, then takes
+// the release, is a quick call, not a call of the whole stall.
+func TestOrphanReleaseEventTimesItsLastCall(t *testing.T) {
+	const timeout = 10 * time.Millisecond
+	s := &stallingStore{mapStore: newMapStore(), refuse: true}
+	s.stallEnd = time.Now().Add(8 * timeout)
+	var rec events
+	l := newTestLimiter(t, Config{Policy: Policy{Name: "jobs", Limit: 1, Window: time.Hour}, Algorithm: slots{}, Store: s, Timeout: timeout, Observer: rec.observe})
+	start := time.Now()
+	if _, _, err := l.Acquire(context.Background(), "a"); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("Acquire error = %v, want ErrOutcomeUnknown", err)
+	}
+	waitOrphans(t, timeout)
+	took := time.Since(start)
+	var release *Event
+	for _, e := range rec.all() {
+		if e.Op == "release" {
+			release = &e
+		}
+	}
+	switch {
+	case release == nil:
+		t.Fatal("no release event")
+	case release.Err != nil:
+		t.Fatalf("release event: %v; want the lease released", release.Err)
+	case release.Duration > timeout:
+		t.Fatalf("release event Duration %v, after attempts that took %v; want its last call's, under a deadline (%v)", release.Duration, took, timeout)
+	}
+}
