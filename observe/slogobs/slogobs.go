@@ -27,6 +27,11 @@
 //	"sluice: fallback left"      INFO  policy, for
 //	"sluice: eviction warning"   WARN  err, evictable (the error matches core.ErrEvictable)
 //
+// A failure that is not the store's, a decision that failed before any
+// store was asked (a tier resolver's error, which Multi.ObserveFailure
+// reports), is logged the same way as "sluice: decisions failing", "still
+// failing" and "recovered": the first error of a failure names it.
+//
 // A caller whose context ended is not a store failure and is not logged,
 // and a refusal by the deny cache or the pre-filter, which asks no store,
 // is not a recovery.
@@ -107,6 +112,17 @@ type policy struct {
 	last    time.Time // last line logged
 	lastErr time.Time // last error of this failure
 	count   int64     // errors since the last line
+	what    string    // what fails: "store", or "decisions" (failing)
+}
+
+// failing names what err says is failing: the store (it matches
+// core.ErrUnavailable), or the decisions, which failed before any store
+// was asked (a tier resolver's error, from Multi.ObserveFailure).
+func failing(err error) string {
+	if errors.Is(err, core.ErrUnavailable) {
+		return "store"
+	}
+	return "decisions"
 }
 
 // New returns a Logger that writes to l (slog.Default() when nil).
@@ -181,13 +197,13 @@ func (l *Logger) failed(e core.Event, p *policy) {
 		if p != &l.others {
 			l.failing.Add(1)
 		}
-		p.since, p.last, p.count = now, now, 0
-		l.log.Warn("sluice: store failing", "policy", name, "op", e.Op, "err", e.Err, "degraded", e.Decision.Degraded)
+		p.since, p.last, p.count, p.what = now, now, 0, failing(e.Err)
+		l.log.Warn("sluice: "+p.what+" failing", "policy", name, "op", e.Op, "err", e.Err, "degraded", e.Decision.Degraded)
 		return
 	}
 	p.count++
 	if now.Sub(p.last) >= l.repeat {
-		l.log.Warn("sluice: store still failing", "policy", name, "op", e.Op, "err", e.Err, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
+		l.log.Warn("sluice: "+p.what+" still failing", "policy", name, "op", e.Op, "err", e.Err, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
 		p.last, p.count = now, 0
 	}
 }
@@ -206,7 +222,7 @@ func (l *Logger) recovered(name string, p *policy) {
 	if p != &l.others {
 		l.failing.Add(-1)
 	}
-	l.log.Info("sluice: store recovered", "policy", name, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
+	l.log.Info("sluice: "+p.what+" recovered", "policy", name, "errors", p.count, "for", now.Sub(p.since).Round(time.Millisecond))
 }
 
 // track returns the state of name, a policy whose store failed: its own,

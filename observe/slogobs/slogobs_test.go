@@ -363,3 +363,33 @@ func TestManyPoliciesConcurrently(t *testing.T) {
 		t.Fatalf("%d tracked (npol %d, at most %d), %d failing (count %d)", tracked, lg.npol, MaxNames, failing, lg.failing.Load())
 	}
 }
+
+// A decision that failed before any store was asked (a tier resolver's
+// error, which Multi.ObserveFailure reports) is logged as the decisions'
+// failure, not the store's: an operator is sent to the right system.
+func TestFailureThatIsNotTheStores(t *testing.T) {
+	lg, out, c := newLogger(t)
+	m, err := core.NewMulti(core.MultiConfig{Name: "tiers", Store: &switchable{m: map[string][]byte{}}, Observer: lg.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := core.NewLimits(core.Limit{Policy: core.Policy{Name: "day", Limit: 100, Window: time.Hour}, Algorithm: algorithm.FixedWindow{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m.ObserveFailure(errors.New("billing service down"))
+	}
+	c.advance(time.Minute)
+	if _, _, err := m.Allow(context.Background(), "k", limits, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := out.msgs(t)
+	want := []string{"WARN sluice: decisions failing", "INFO sluice: decisions recovered"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q; want %q", got, want)
+	}
+	if rs := out.records(t); !strings.Contains(fmt.Sprint(rs[0]["err"]), "billing service down") {
+		t.Errorf("first line %v; want the resolver's error", rs[0])
+	}
+}
