@@ -427,10 +427,9 @@ func (l *Limiter) settleFrom(ctx context.Context, identity string, n int64, d De
 // of a decision already made and observed (a Settle's shortfall): no
 // Observer event, and no deny cache or pre-filter, whose refusal would be
 // one nobody asked for. The failure policy and shadow mode apply as in
-// AllowN.
-func (l *Limiter) take(ctx context.Context, identity string, n int64) (Decision, error) {
-	var d Decision
-	var err error
+// AllowN. unknown reports a store call whose outcome is unknown: the store
+// may have charged the units, whatever the decision or error returned.
+func (l *Limiter) take(ctx context.Context, identity string, n int64) (d Decision, unknown bool, err error) {
 	switch {
 	case l.taker != nil:
 		a, g, lim, rem, retry, reset, delay, e := l.taker.TakeFields(identity, l.step, l.now(), n, &l.p)
@@ -442,12 +441,14 @@ func (l *Limiter) take(ctx context.Context, identity string, n int64) (Decision,
 		d, err = l.do(ctx, store.Key{Namespace: l.ns, Identity: identity}, store.OpTake, n, 0)
 	}
 	if err != nil {
-		return l.fail(ctx, identity, n, err)
+		unknown = errors.Is(err, ErrOutcomeUnknown)
+		d, err = l.fail(ctx, identity, n, err)
+		return d, unknown, err
 	}
 	if l.cfg.Shadow && !d.Allowed {
 		d = shadowAdmission(d)
 	}
-	return d, nil
+	return d, false, nil
 }
 
 // timer starts timing a store call for the Observer: the zero time

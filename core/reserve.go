@@ -41,6 +41,10 @@ type Settlement struct {
 	// Uncharged is the units of the shortfall the limit did not allow:
 	// the caller's to handle (bill, log, slow the client down).
 	Uncharged int64
+	// Unknown is the units of the shortfall whose charge's outcome is
+	// unknown (ErrOutcomeUnknown: the store may have charged them after
+	// the deadline): neither Charged nor Uncharged.
+	Unknown int64
 }
 
 // DefaultReserveTimeout is how long a reservation may be settled when
@@ -82,8 +86,10 @@ func (r *Reservation) Estimate() int64 {
 // allows now, and what it does not allow is reported as Uncharged: the
 // work is done, and refusing it after the fact would help nobody. The
 // shortfall costs at most four store calls, whatever its size; a part the
-// failure policy decided is Uncharged, and in shadow mode a part the limit
-// refused (returned as an admission) is counted as Charged. The charges
+// failure policy decided is Uncharged, a part whose store call's outcome
+// is unknown (the store may have charged it) is Unknown, and in shadow
+// mode a part the limit refused (returned as an admission) is counted as
+// Charged. The charges
 // are part of the reserved request, not decisions of their own: the
 // Observer hears none of them, and neither the deny cache nor the
 // pre-filter is asked. Settle works once, before the reservation's
@@ -124,7 +130,11 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 		// nothing on the store.
 		for part := 0; short > 0 && part < 2; part++ {
 			k := min(short, r.l.Quota())
-			d, err := r.l.take(ctx, r.identity, k)
+			d, unknown, err := r.l.take(ctx, r.identity, k)
+			if unknown {
+				s.Unknown += k
+				short -= k
+			}
 			if err != nil {
 				s.Uncharged += short
 				return s, err
@@ -136,11 +146,15 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 				if k = min(k, d.Remaining); k < 1 {
 					break
 				}
-				if d, err = r.l.take(ctx, r.identity, k); err != nil || !d.Allowed || d.Degraded {
-					if err != nil {
-						s.Uncharged += short
-						return s, err
-					}
+				if d, unknown, err = r.l.take(ctx, r.identity, k); unknown {
+					s.Unknown += k
+					short -= k
+				}
+				if err != nil {
+					s.Uncharged += short
+					return s, err
+				}
+				if !d.Allowed || d.Degraded {
 					break
 				}
 			}
