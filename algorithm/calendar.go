@@ -32,7 +32,7 @@ func (p Period) String() string {
 // Calendar is a quota per calendar day or month ("10,000 per day",
 // "1,000,000 per month") that resets at midnight (Day) or at midnight on the
 // 1st (Month) in Location, a named IANA time zone (time.LoadLocation;
-// nil means UTC). Periods have their real length: a month of 28 to 31
+// nil means UTC; time.Local, which differs from host to host, is refused). Periods have their real length: a month of 28 to 31
 // days, a day of 23 or 25 hours across a change of daylight saving time;
 // where a zone skips midnight, the period starts at the first instant of
 // the day that exists.
@@ -68,10 +68,15 @@ func (c Calendar) Name() string { return "calendar-" + c.Period.String() }
 // Quota is Policy.Limit.
 func (Calendar) Quota(p *core.Policy) int64 { return p.Limit }
 
-// CheckPolicy rejects an unknown Period.
+// CheckPolicy rejects an unknown Period, and time.Local: each host's own
+// zone (its TZ), so that hosts set apart would each count a day of their
+// own on one key.
 func (c Calendar) CheckPolicy(p *core.Policy) error {
 	if c.Period != Day && c.Period != Month {
 		return &core.PolicyError{Policy: p.Name, Field: "Algorithm", Reason: fmt.Sprintf("calendar period must be Day or Month, got %s", c.Period)}
+	}
+	if c.Location == time.Local {
+		return &core.PolicyError{Policy: p.Name, Field: "Algorithm", Reason: "calendar Location is time.Local, which is each host's own zone: name the zone (time.LoadLocation(\"Europe/Berlin\")) so that every host counts the same days"}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package algorithm
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,5 +189,26 @@ func TestCalendarStep(t *testing.T) {
 	}
 	if _, _, d := c.Step(state, midnight+5, 2, &high); !d.Allowed {
 		t.Fatalf("limit raised to 5 after 3: a cost of 2 was refused (%+v)", d)
+	}
+}
+
+// A zone is named (an IANA zone) so that every host decides the same
+// periods: time.Local is each host's own zone, and two hosts with
+// different TZ settings would each count their own day on one key.
+func TestCalendarRefusesTheLocalZone(t *testing.T) {
+	p := &core.Policy{Name: "daily", Limit: 10, Window: 24 * time.Hour}
+	err := Calendar{Period: Day, Location: time.Local}.CheckPolicy(p)
+	if !errors.Is(err, core.ErrInvalidPolicy) || !strings.Contains(err.Error(), "time.LoadLocation") {
+		t.Fatalf("a calendar day in time.Local: %v; want ErrInvalidPolicy saying to name the zone", err)
+	}
+	for _, loc := range []*time.Location{nil, time.UTC, time.FixedZone("UTC+2", 2*3600)} {
+		if err := (Calendar{Period: Day, Location: loc}).CheckPolicy(p); err != nil {
+			t.Errorf("a calendar day in %v: %v", loc, err)
+		}
+	}
+	if berlin, err := time.LoadLocation("Europe/Berlin"); err == nil {
+		if err := (Calendar{Period: Month, Location: berlin}).CheckPolicy(p); err != nil {
+			t.Errorf("a calendar month in Europe/Berlin: %v", err)
+		}
 	}
 }
