@@ -310,6 +310,17 @@ func checkMultiRefunds(t testing.TB, e *env) {
 		_, rs := l.Algorithm.(core.RefundScripted)
 		exact = exact && rf && (rs || !e.script)
 	}
+	if exact {
+		// Alone first: a refund that gives nothing would pass the count
+		// below, which only finds more held (see checkRefunds).
+		solo := fmt.Sprintf("%s#solo%d", t.Name(), time.Now().UnixNano())
+		forgetMulti(t, e, solo, ls)
+		if d, _, r, err := fleet[0].Charge(t.Context(), solo, ls, 1, nil); err != nil || !d.Allowed || r == nil {
+			t.Errorf("%s: a multi-limit charge of one unit on a fresh key: %+v, receipt %v, %v; want admitted with a Receipt", e.alg.Name(), d, r, err)
+		} else if k, err := r.Refund(t.Context(), 1); k != 1 || err != nil {
+			t.Errorf("%s: a multi-limit refund at the instant of its charge, alone on its key, gave back %d of 1 unit (%v)", e.alg.Name(), k, err)
+		}
+	}
 	id := fmt.Sprintf("%s#%d", t.Name(), time.Now().UnixNano())
 	forgetMulti(t, e, id, ls)
 	var mu sync.Mutex

@@ -38,6 +38,15 @@ func checkRefunds(t testing.TB, e *env) {
 	p := admissionPolicy(time.Hour)
 	clock := core.NewManualClock(epoch)
 	fleet := e.fleet(t, p, same(clock, fleetSize)...)
+	// Alone first: a charge on a key of its own, refunded at its instant,
+	// gives its unit back (a refund that gives nothing would pass the
+	// count below, which only finds more held).
+	solo := identity(t, fleet[0])
+	if d, r, err := fleet[0].Charge(t.Context(), solo, 1); err != nil || !d.Allowed || r == nil {
+		t.Errorf("%s: a charge of one unit on a fresh key: %+v, receipt %v, %v; want admitted with a Receipt", e.alg.Name(), d, r, err)
+	} else if k, err := r.Refund(t.Context(), 1); k != 1 || err != nil {
+		t.Errorf("%s: a refund at the instant of its charge, alone on its key, gave back %d of 1 unit (%v)", e.alg.Name(), k, err)
+	}
 	id := identity(t, fleet[0])
 	var admitted, refunded, failed atomic.Int64
 	var firstErr atomic.Value

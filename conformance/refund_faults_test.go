@@ -28,6 +28,22 @@ func (overfullRefund) Refund(state []byte, now, _, _, n int64, p *core.Policy) (
 	return algorithm.TokenBucket{}.Refund(state, now, now, math.MaxInt64, n, p)
 }
 
+// noRefund is the fixed window with a planted defect: its refund gives
+// nothing back, and says so.
+type noRefund struct{ algorithm.FixedWindow }
+
+func (noRefund) Refund(state []byte, _, _, _, _ int64, p *core.Policy) ([]byte, time.Duration, int64) {
+	return nil, 0, 0
+}
+
+// A refund that gives nothing back holds more, never less, than one that
+// works: the count of Refunds cannot see it, and the refund alone on its
+// key does.
+func TestARefundThatGivesNothingIsCaught(t *testing.T) {
+	ref := maker(plain, Capabilities{ClockSkew: time.Second}, true)
+	expectAlgFailure(t, checkRefunds, ref, noRefund{}, algorithm.FixedWindow{}, "gave back 0 of 1 unit")
+}
+
 // A refund into the next window, and a refund above what a refilled bucket
 // withholds, let more than the quota through at one instant: the suite
 // says so, and passes the same algorithms without the defect.
