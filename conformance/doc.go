@@ -52,7 +52,8 @@
 // backend directly also implements Inspector, which lets the suite check
 // that nothing was written, that Reset deleted, and that keys expire, and
 // one that can read a key's remaining TTL implements TTLInspector, which
-// lets it check that states of a day are kept a day.
+// lets it check that states of a month, the longest window, are kept a
+// month.
 //
 // # Writing a store
 //
@@ -171,11 +172,11 @@
 //     its 20 admissions came within the 400 ms, so that a slow store
 //     cannot fail it).
 //   - LongTTL (with a TTLInspector, once per path): a key drained under a
-//     policy of 2 a day is kept, by the backend's count, at least as long
+//     policy of 2 in 30 days (core.MaxWindow) is kept, by the backend's count, at least as long
 //     as its denial's RetryAfter (less the time since, and a second for a
 //     store that counts whole seconds). A store that caps or cuts only long
 //     TTLs passes Expiry and Retention, whose states last seconds, and
-//     fails here. An aligned window drained in its day's last 10 minutes
+//     fails here. An aligned window drained in its last 10 minutes
 //     is skipped, saying so.
 //   - Refunds, RefundAcrossEdge (algorithms with a core.Refunder): 200
 //     charges at one instant over the fleet, half refunded as they come,

@@ -190,10 +190,10 @@ func TestImmortalKeysFailExpiry(t *testing.T) {
 	expectFailure(t, check, immortal, algorithm.GCRA{}, "still exists")
 }
 
-// A store that caps every TTL at a minute keeps the seconds-long states of
-// Expiry and Retention, and drops a drained key of a day's policy after a
-// minute: LongTTL catches it on both paths, for every algorithm, and skips
-// without a TTLInspector.
+// A store that caps every TTL at two days keeps the seconds-long states of
+// Expiry and Retention, and the states of a day's policy, and drops a
+// drained key of a month's policy after two days: LongTTL catches it on
+// both paths, for every algorithm, and skips without a TTLInspector.
 func TestCappedTTLFailsLongTTL(t *testing.T) {
 	for _, script := range []bool{false, true} {
 		for _, inspect := range []bool{true, false} {
@@ -201,7 +201,7 @@ func TestCappedTTLFailsLongTTL(t *testing.T) {
 			if script {
 				newClient = scripted
 			}
-			capped := makerOf(func() *refStore { s := newRefStore(); s.ttlCap = time.Minute; return s }, newClient, Capabilities{Scripts: script}, inspect)
+			capped := makerOf(func() *refStore { s := newRefStore(); s.ttlCap = 48 * time.Hour; return s }, newClient, Capabilities{Scripts: script}, inspect)
 			r := record(t, func(tb testing.TB) { checkLongTTL(tb, capped(tb), algorithm.All(), script) })
 			if !inspect {
 				if !r.Skipped() {
@@ -209,16 +209,16 @@ func TestCappedTTLFailsLongTTL(t *testing.T) {
 				}
 				continue
 			}
-			// The aligned windows (a day from midnight UTC) drained in their
-			// last minutes are skipped by the check, saying so.
-			dayEnd := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour))
+			// The aligned windows (counted from the Unix epoch) drained in
+			// their last minutes are skipped by the check, saying so.
+			windowEnd := longWindow - time.Duration(time.Now().UnixNano())%longWindow
 			for _, alg := range algorithm.All() {
 				aligned := alg.Name() == "fixed-window" || alg.Name() == "sliding-counter"
-				if aligned && dayEnd < longLeast+time.Minute {
+				if aligned && windowEnd < longLeast+time.Minute {
 					continue
 				}
 				if !strings.Contains(r.String(), alg.Name()+": OVER-ADMISSION") {
-					t.Errorf("script %v: LongTTL did not catch a TTL capped at a minute for %s:\n%s", script, alg.Name(), r)
+					t.Errorf("script %v: LongTTL did not catch a TTL capped at two days for %s:\n%s", script, alg.Name(), r)
 				}
 			}
 			good := makerOf(newRefStore, newClient, Capabilities{Scripts: script}, true)

@@ -11,7 +11,8 @@ import (
 
 // TTLInspector is implemented by harnesses that can read how long the
 // backend will keep a key. With it, LongTTL checks that a state is kept as
-// long as it counts when that is a day: the checks that wait out states
+// long as it counts when that is a month (core.MaxWindow, the longest
+// window a policy may have): the checks that wait out states
 // (Expiry, Retention) see TTLs of seconds, so a store that caps or cuts
 // only long TTLs (a maximum TTL, a field of 16-bit seconds, a unit
 // mistaken above some length) passes them, and admits a drained key again
@@ -23,16 +24,17 @@ type TTLInspector interface {
 	TTL(ctx context.Context, key store.Key) (ttl time.Duration, ok bool, err error)
 }
 
-// The LongTTL check's policy window, and the least RetryAfter it judges:
-// an aligned window (the fixed window) drained in the last minutes of its
-// day says little, and is skipped, saying so.
+// The LongTTL check's policy window, the longest a policy may have (a cap
+// of two days, or a field of 16-bit seconds, cuts it), and the least
+// RetryAfter it judges: an aligned window (the fixed window) drained in
+// the last minutes of its month says little, and is skipped, saying so.
 const (
-	longWindow = 24 * time.Hour
+	longWindow = core.MaxWindow
 	longLeast  = 10 * time.Minute
 )
 
 // checkLongTTL (once per path, with a TTLInspector): a key drained under a
-// policy of a day is kept, by the backend's own count, at least as long as
+// policy of a month (longWindow) is kept, by the backend's own count, at least as long as
 // its denial says to wait (less the time since the denial, and a second
 // for a store that counts whole seconds): dropped sooner, the next request
 // meets a fresh quota before RetryAfter, an over-admission.
@@ -52,7 +54,7 @@ func checkLongTTL(t testing.TB, h Harness, algs []core.Algorithm, script bool) {
 		case !ok:
 			continue
 		case d.Allowed:
-			t.Errorf("%s: %d requests in a row were admitted under a limit of 2 a day", name, drainLimit)
+			t.Errorf("%s: %d requests in a row were admitted under a limit of 2 in %v", name, drainLimit, longWindow)
 			continue
 		case d.RetryAfter < longLeast:
 			t.Logf("%s: drained %v before its window ends: too close to judge its TTL", name, d.RetryAfter.Round(time.Second))
