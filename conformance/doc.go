@@ -143,6 +143,12 @@
 //     "::" or nothing, as another pair does (a prefix may hold a ':', a
 //     name a '-'), and when two namespaces differ only in case, at the end
 //     of a long one, or in a '.' and a '-'.
+//   - Sizes: the longest keys a Limiter names (a prefix and a policy name
+//     of 64 characters each) count apart when the names differ in their
+//     last character alone, and a state that grows with its entries (a
+//     sliding log's, a concurrency limit's leases) is kept whole at 1,000
+//     of them, some 8 to 16 KB: a store that cuts keys or values at a
+//     length past what the other checks write fails here.
 //   - Reset: on a store.Deleter, Reset from one instance empties the key
 //     another filled; on any other store it reports core.ErrUnsupported.
 //   - Expiry (with an Inspector, once per path): a key written with a short

@@ -177,6 +177,21 @@ func TestMangledKeysFailIdentities(t *testing.T) {
 	}
 }
 
+// A store that cuts keys at 128 bytes counts two long policy names that
+// differ at their end on one key, and one that cuts states at 1,024 bytes
+// reads a long sliding log, or many leases, as one with room: Sizes
+// catches each.
+func TestCutKeysAndStatesFailSizes(t *testing.T) {
+	keys := makerOf(func() *refStore { s := newRefStore(); s.keyCap = 128; return s }, plain, Capabilities{}, false)
+	for _, alg := range algorithm.All() {
+		t.Run("keys/"+alg.Name(), func(t *testing.T) { expectFailure(t, checkSizes, keys, alg, "OVER-COUNT") })
+	}
+	values := makerOf(func() *refStore { s := newRefStore(); s.valueCap = 1024; return s }, plain, Capabilities{}, false)
+	for _, alg := range []core.Algorithm{algorithm.SlidingLog{}, algorithm.Concurrency{}} {
+		t.Run("states/"+alg.Name(), func(t *testing.T) { expectFailure(t, checkSizes, values, alg, "OVER-ADMISSION") })
+	}
+}
+
 // A store that keeps keys far past their TTL fails Expiry.
 func TestImmortalKeysFailExpiry(t *testing.T) {
 	defer func(g time.Duration) { expiryGrace = g }(expiryGrace)

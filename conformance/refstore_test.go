@@ -34,6 +34,9 @@ type refStore struct {
 	// timed expires keys on the decisions' time line (inproc.Timed), as the
 	// memory store does, instead of by the wall clock.
 	timed bool
+	// keyCap and valueCap, when not zero, cut keys and states to that many
+	// bytes, as a store with columns of a fixed width might.
+	keyCap, valueCap int
 }
 
 type refEntry struct {
@@ -69,6 +72,9 @@ func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time
 	if s.ttlCap != 0 {
 		ttl = min(ttl, s.ttlCap)
 	}
+	if s.valueCap != 0 {
+		next = next[:min(len(next), s.valueCap)]
+	}
 	if s.seconds {
 		if ttl = ttl.Truncate(time.Second); ttl <= 0 {
 			return
@@ -82,6 +88,9 @@ func (s *refStore) Update(ctx context.Context, key store.Key, m store.Mutation) 
 		return err
 	}
 	k, now := key.String(), s.now(m)
+	if s.keyCap != 0 {
+		k = k[:min(len(k), s.keyCap)]
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if next, ttl := m.Apply(s.load(k, now)); next != nil {

@@ -119,6 +119,7 @@ var checks = []check{
 	{"RetryAfter", always, checkRetryAfter},
 	{"BadInput", always, checkBadInput},
 	{"Identities", always, checkIdentities},
+	{"Sizes", always, checkSizes},
 	{"Reset", always, checkReset},
 	{"Refunds", refundable, checkRefunds},
 	{"RefundAcrossEdge", refundable, checkRefundEdge},
