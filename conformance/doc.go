@@ -178,9 +178,11 @@
 //     its 20 admissions came within the 400 ms, so that a slow store
 //     cannot fail it).
 //   - LongTTL (with a TTLInspector, once per path): a key drained under a
-//     policy of 2 in 30 days (core.MaxWindow) is kept, by the backend's count, at least as long
-//     as its denial's RetryAfter (less the time since, and a second for a
-//     store that counts whole seconds). A store that caps or cuts only long
+//     policy of 2 in 30 days (core.MaxWindow) is kept, by the backend's count, until its
+//     state is whole again, its denial's ResetAfter (less the time since,
+//     and a second for a store that counts whole seconds): a store that
+//     keeps a key's first expiry when a later write asks a longer one
+//     fails here too. A store that caps or cuts only long
 //     TTLs passes Expiry and Retention, whose states last seconds, and
 //     fails here. An aligned window drained in its last 10 minutes
 //     is skipped, saying so.

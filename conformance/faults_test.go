@@ -244,6 +244,21 @@ func TestCappedTTLFailsLongTTL(t *testing.T) {
 	}
 }
 
+// A store that keeps a live key's first expiry when a later write asks a
+// longer one (an upsert that sets the value alone) drops a drained
+// bucket when its first unit is back, not when it is whole: LongTTL,
+// which holds the TTL to the denial's ResetAfter, catches it.
+func TestKeptFirstTTLFailsLongTTL(t *testing.T) {
+	kept := makerOf(func() *refStore { s := newRefStore(); s.keepTTL = true; return s }, plain, Capabilities{}, true)
+	algs := []core.Algorithm{algorithm.GCRA{}, algorithm.TokenBucket{}}
+	r := record(t, func(tb testing.TB) { checkLongTTL(tb, kept(tb), algs, false) })
+	for _, alg := range algs {
+		if !strings.Contains(r.String(), alg.Name()+": OVER-ADMISSION") {
+			t.Errorf("LongTTL did not catch a kept first TTL for %s:\n%s", alg.Name(), r)
+		}
+	}
+}
+
 // A harness that declares a script path its store does not have, or hides
 // one it has, or a clock skew its store does not allow for, fails the
 // Capabilities check, each for its own reason.

@@ -37,6 +37,9 @@ type refStore struct {
 	// keyCap and valueCap, when not zero, cut keys and states to that many
 	// bytes, as a store with columns of a fixed width might.
 	keyCap, valueCap int
+	// keepTTL keeps a live key's expiry when it is written again, as an
+	// upsert that sets the value alone would.
+	keepTTL bool
 }
 
 type refEntry struct {
@@ -80,7 +83,11 @@ func (s *refStore) store(k string, next []byte, ttl time.Duration, now time.Time
 			return
 		}
 	}
-	s.m[k] = refEntry{clone(next), now.Add(ttl)}
+	expires := now.Add(ttl)
+	if e, ok := s.m[k]; ok && s.keepTTL && now.Before(e.expires) {
+		expires = e.expires
+	}
+	s.m[k] = refEntry{clone(next), expires}
 }
 
 func (s *refStore) Update(ctx context.Context, key store.Key, m store.Mutation) error {
