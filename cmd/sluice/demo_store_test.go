@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,13 +39,13 @@ func (w *closeAt) Write(p []byte) (int, error) {
 // says the store failed, with its error, and blames no algorithm for
 // counts the store did not decide.
 func TestDemoStoreLostMidRun(t *testing.T) {
-	addr, kill := privateRedis(t)
+	r := testenv.StartRedis(t)
 	// Gone while part one waits out the window: SIGKILLed then.
-	out := &closeAt{when: "for the window", f: kill}
+	out := &closeAt{when: "for the window", f: r.Stop}
 	var errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := run(ctx, []string{"demo", "--store", "redis://" + addr, "--window", "1s", "--requests", "40"}, out, &errOut)
+	code := run(ctx, []string{"demo", "--store", "redis://" + r.Addr, "--window", "1s", "--requests", "40"}, out, &errOut)
 	wantCode(t, code, exitUnreachable, out.String(), errOut.String())
 	if !strings.Contains(errOut.String(), "the store stopped answering during the demo") || !strings.Contains(errOut.String(), "sluice: store ") {
 		t.Errorf("stderr does not say the store stopped answering, with its error:\n%s", errOut.String())
@@ -59,50 +55,6 @@ func TestDemoStoreLostMidRun(t *testing.T) {
 			t.Errorf("the output says %q of a store that failed:\nstdout:\n%s\nstderr:\n%s", blame, out.String(), errOut.String())
 		}
 	}
-}
-
-// privateRedis starts a redis-server of the test's own on a free loopback
-// port and returns its address and a func that SIGKILLs it (and waits for
-// it to end); the test's cleanup kills it too.
-func privateRedis(t *testing.T) (addr string, kill func()) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the test starts a redis-server of its own")
-	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("SLUICE_REQUIRE_SERVERS") != "" || os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is not installed: %v", err)
-		}
-		t.Skipf("redis-server is not installed: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s does not answer", addr)
-		}
-	}
-	return addr, kill
 }
 
 // A store that answers but refuses the decisions (an ACL's NOPERM) failed
