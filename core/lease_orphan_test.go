@@ -333,7 +333,9 @@ func TestOrphanReleaseEventTimesItsLastCall(t *testing.T) {
 		t.Fatal("no release event")
 	case release.Err != nil:
 		t.Fatalf("release event: %v; want the lease released", release.Err)
-	case release.Duration > timeout:
-		t.Fatalf("release event Duration %v, after attempts that took %v; want its last call's, under a deadline (%v)", release.Duration, took, timeout)
+	case release.Duration >= took/2:
+		// The last call is answered at once; the attempts took some ten
+		// deadlines (a bound with room for a loaded machine).
+		t.Fatalf("release event Duration %v, after attempts that took %v; want its last call's, answered at once", release.Duration, took)
 	}
 }
