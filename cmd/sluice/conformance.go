@@ -221,16 +221,31 @@ func lost(ctx context.Context, spec string, keys []store.Key) (int, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 100*time.Millisecond {
 		return len(keys), nil // no time left to ask fairly: say nothing of the store
 	}
-	b, err := openBackend(ctx, spec)
-	if err == nil {
+	b, gone := askAgain(ctx, spec)
+	if b != nil {
 		defer b.Close()
 		return deleteKeys(ctx, b, keys), nil
 	}
-	var gone unreachableError
-	if errors.As(err, &gone) {
-		return len(keys), unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone.err)}
+	if gone != nil {
+		return len(keys), unreachableError{fmt.Errorf("the store stopped answering during the suite, so what the suite reported says nothing of its conformance: %w", gone)}
 	}
 	return len(keys), nil
+}
+
+// askAgain opens the store of spec again after a run in which it failed:
+// it returns the backend when the store answers, and otherwise, when the
+// store no longer answers (gone, or silent), why; nil and nil for a store
+// that answered with an error of another kind.
+func askAgain(ctx context.Context, spec string) (*backend, error) {
+	b, err := openBackend(ctx, spec)
+	if err == nil {
+		return b, nil
+	}
+	var gone unreachableError
+	if errors.As(err, &gone) {
+		return nil, gone.err
+	}
+	return nil, nil
 }
 
 // interrupted reports whether Ctrl-C ended the suite: the command's

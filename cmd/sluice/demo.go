@@ -129,13 +129,12 @@ func (d *demo) verdictOnStore(ctx context.Context, spec string, err error) error
 	if storeErr == nil || d.overAdmitted {
 		return err // too many admitted is the algorithms' failure, store or not
 	}
-	b, perr := openBackend(ctx, spec)
-	var gone unreachableError
-	if errors.As(perr, &gone) {
-		return unreachableError{fmt.Errorf("the store stopped answering during the demo, so its counts say nothing of the algorithms: %w", storeErr)}
-	}
-	if perr == nil {
+	b, gone := askAgain(ctx, spec)
+	if b != nil {
 		b.Close()
+	}
+	if gone != nil {
+		return unreachableError{fmt.Errorf("the store stopped answering during the demo, so its counts say nothing of the algorithms: %w", storeErr)}
 	}
 	return fmt.Errorf("the store failed the demo's decisions, so its counts say nothing of the algorithms: %w", storeErr)
 }
